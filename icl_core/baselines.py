@@ -1,0 +1,115 @@
+"""Classical in-context predictors, the references every figure is drawn against.
+
+Every baseline has the signature ``f(x_ctx, y_ctx, x_q, ...) -> y_hat`` with shapes
+``x_ctx (B, n, d)``, ``y_ctx (B, n)``, ``x_q (B, q, d)`` and returns ``(B, q)``.
+``n = 0`` is allowed and predicts 0 (the prior mean). :func:`prefix_predictions` turns any
+baseline into Garg et al.'s curve format: the prediction for point i from the i points
+before it, shape ``(B, T)``, the same as the interleaved transformer's output.
+
+Least squares runs in float64 (on the CPU for ``lstsq``, whose GPU driver mishandles
+rank-deficient systems, as Garg et al. note).
+"""
+from __future__ import annotations
+
+import torch
+
+from .validation import check_float, check_int
+
+
+def _check(x_ctx, y_ctx, x_q):
+    if x_ctx.dim() != 3 or x_q.dim() != 3 or y_ctx.shape != x_ctx.shape[:2]:
+        raise ValueError("expected x_ctx (B, n, d), y_ctx (B, n), x_q (B, q, d); got "
+                         f"{tuple(x_ctx.shape)}, {tuple(y_ctx.shape)}, {tuple(x_q.shape)}")
+    if x_ctx.shape[-1] != x_q.shape[-1]:
+        raise ValueError(f"x_ctx has d={x_ctx.shape[-1]} but x_q has d={x_q.shape[-1]}")
+
+
+def _linear_predict(w, x_q):
+    return torch.einsum("bqd,bd->bq", x_q.to(w.dtype), w).to(x_q.dtype)
+
+
+def ols_weights(x_ctx: torch.Tensor, y_ctx: torch.Tensor) -> torch.Tensor:
+    """Minimum-norm least squares ``w = X^+ y``: ``(B, n, d), (B, n) -> (B, d)``, float64."""
+    X = x_ctx.detach().to("cpu", torch.float64)
+    y = y_ctx.detach().to("cpu", torch.float64)
+    if X.shape[1] == 0:
+        return torch.zeros(X.shape[0], X.shape[2], dtype=torch.float64)
+    return torch.linalg.lstsq(X, y.unsqueeze(-1), driver="gelsd").solution.squeeze(-1)
+
+
+def ols(x_ctx, y_ctx, x_q):
+    """Ordinary least squares (minimum-norm when n < d): ``x_q^T X^+ y``."""
+    _check(x_ctx, y_ctx, x_q)
+    return _linear_predict(ols_weights(x_ctx, y_ctx), x_q.cpu()).to(x_q.device)
+
+
+def ridge(x_ctx, y_ctx, x_q, lam: float = 1.0):
+    """Ridge regression ``w = (X^T X + lam I)^{-1} X^T y`` (unnormalised, scikit-learn's
+    convention). With ``w ~ N(0, tau^2 I)`` and noise ``sigma``, ``lam = sigma^2 / tau^2``
+    gives the posterior mean, the Bayes-optimal predictor under squared loss."""
+    _check(x_ctx, y_ctx, x_q)
+    lam = check_float("lam", lam, minimum=0.0, strict=True)
+    X, y = x_ctx.to(torch.float64), y_ctx.to(torch.float64)
+    A = X.transpose(1, 2) @ X + lam * torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
+    w = torch.linalg.solve(A, (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+    return _linear_predict(w, x_q)
+
+
+def knn(x_ctx, y_ctx, x_q, k: int = 3):
+    """Average label of the ``k`` nearest context points in Euclidean distance (all of them
+    when ``n < k``), as Garg et al.'s 3-NN baseline."""
+    _check(x_ctx, y_ctx, x_q)
+    k = check_int("k", k, minimum=1)
+    B, n, _ = x_ctx.shape
+    if n == 0:
+        return torch.zeros(x_q.shape[:2], dtype=x_q.dtype, device=x_q.device)
+    dist = torch.cdist(x_q, x_ctx)  # (B, q, n)
+    idx = dist.topk(min(k, n), dim=-1, largest=False).indices
+    return torch.gather(y_ctx.unsqueeze(1).expand(-1, x_q.shape[1], -1), 2, idx).mean(-1)
+
+
+def averaging(x_ctx, y_ctx, x_q):
+    """Garg et al.'s averaging estimator ``w = (1/n) sum_i y_i x_i``; equals one step of
+    gradient descent from 0 with step size 1 (:func:`gd` with ``steps=1, lr=1``)."""
+    _check(x_ctx, y_ctx, x_q)
+    n = x_ctx.shape[1]
+    if n == 0:
+        return torch.zeros(x_q.shape[:2], dtype=x_q.dtype, device=x_q.device)
+    w = (y_ctx.unsqueeze(-1) * x_ctx).mean(1)
+    return _linear_predict(w, x_q)
+
+
+def gd(x_ctx, y_ctx, x_q, steps: int = 1, lr: float = 1.0, preconditioner=None):
+    """``steps`` iterations of (preconditioned) gradient descent from ``w_0 = 0`` on
+    ``L(w) = (1/2n) ||X w - y||^2``:  ``w <- w - lr * P (1/n) X^T (X w - y)``.
+
+    Args:
+        preconditioner: ``(d, d)`` or ``(B, d, d)`` matrix P; identity when ``None``.
+            Zhang et al.'s trained LSA is one step with ``P = Gamma^{-1}`` (Theorem 4).
+    """
+    _check(x_ctx, y_ctx, x_q)
+    steps = check_int("steps", steps, minimum=0)
+    lr = check_float("lr", lr, minimum=0.0)
+    X, y = x_ctx.to(torch.float64), y_ctx.to(torch.float64)
+    B, n, d = X.shape
+    w = torch.zeros(B, d, dtype=X.dtype, device=X.device)
+    if n == 0:
+        return _linear_predict(w, x_q)
+    P = None if preconditioner is None else torch.as_tensor(
+        preconditioner, dtype=X.dtype, device=X.device)
+    for _ in range(steps):
+        grad = torch.einsum("bnd,bn->bd", X, torch.einsum("bnd,bd->bn", X, w) - y) / n
+        if P is not None:
+            grad = torch.einsum("...ij,...j->...i", P, grad)
+        w = w - lr * grad
+    return _linear_predict(w, x_q)
+
+
+def prefix_predictions(baseline, x: torch.Tensor, y: torch.Tensor, **kwargs) -> torch.Tensor:
+    """Predict every point from the points before it: ``(B, T, d), (B, T) -> (B, T)``;
+    entry ``[:, i]`` is ``baseline(x[:, :i], y[:, :i], x[:, i:i+1])``."""
+    cols = [baseline(x[:, :i], y[:, :i], x[:, i:i + 1], **kwargs)[:, 0] for i in range(x.shape[1])]
+    return torch.stack(cols, dim=1)
+
+
+BASELINES = {"ols": ols, "ridge": ridge, "knn": knn, "averaging": averaging, "gd": gd}

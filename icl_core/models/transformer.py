@@ -1,0 +1,145 @@
+"""A small multi-head transformer for in-context regression, in one file.
+
+read-in (Linear token_dim -> d_model) -> L blocks -> [final LayerNorm] -> read-out
+(Linear d_model -> 1), with no positional encoding. A block is
+
+    pre-norm:  h = h + Attn(LN(h));  h = h + MLP(LN(h))      (GPT-2, Garg et al.)
+    post-norm: h = LN(h + Attn(h));  h = LN(h + MLP(h))      (original transformer)
+    none:      h = h + Attn(h);      h = h + MLP(h)
+
+Attention is softmax (``torch.nn.functional.scaled_dot_product_attention``) or linear:
+``out_i = (1/|K_i|) sum_{j in K_i} <q_i, k_j> v_j`` with ``K_i`` the keys token i may see
+(the 1/n normalisation of Zhang et al. and Cheng et al.). ``d_mlp=0`` drops the MLP.
+``causal=True`` gives a decoder (GPT-2 style), ``False`` an encoder. Garg et al.'s standard
+model is ``Transformer(d=20, d_model=256, n_layers=12, n_heads=8)`` on the interleaved layout.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..embed import Layout
+from ..validation import check_choice, check_int
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, kind: str):
+        super().__init__()
+        self.n_heads, self.kind = n_heads, kind
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, h, mask):
+        # h: (B, S, D); mask: (S, S) bool, True = may attend, or None
+        B, S, D = h.shape
+        q, k, v = self.qkv(h).view(B, S, 3, self.n_heads, D // self.n_heads).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, Dh)
+        if self.kind == "softmax":
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, S, S)
+            if mask is not None:
+                scores = scores * mask / mask.sum(-1, keepdim=True).clamp(min=1)
+            else:
+                scores = scores / S
+            out = scores @ v
+        return self.proj(out.transpose(1, 2).reshape(B, S, D))
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, n_heads, attention, norm, d_mlp):
+        super().__init__()
+        self.norm = norm
+        self.attn = MultiHeadAttention(d_model, n_heads, attention)
+        self.ln1 = nn.LayerNorm(d_model) if norm != "none" else nn.Identity()
+        self.ln2 = nn.LayerNorm(d_model) if norm != "none" and d_mlp else nn.Identity()
+        self.mlp = (nn.Sequential(nn.Linear(d_model, d_mlp), nn.GELU(), nn.Linear(d_mlp, d_model))
+                    if d_mlp else None)
+
+    def forward(self, h, mask):
+        # h: (B, S, D)
+        if self.norm == "post":
+            h = self.ln1(h + self.attn(h, mask))
+            return self.ln2(h + self.mlp(h)) if self.mlp is not None else h
+        h = h + self.attn(self.ln1(h), mask)
+        return h + self.mlp(self.ln2(h)) if self.mlp is not None else h
+
+
+class Transformer(nn.Module):
+    """Small multi-head transformer for in-context regression.
+
+    Args:
+        d: covariate dimension of the prompts it reads.
+        d_model: width (divisible by ``n_heads``).
+        n_layers: number of blocks L >= 1.
+        n_heads: heads per block.
+        attention: ``"softmax"`` or ``"linear"``.
+        norm: ``"pre"``, ``"post"`` or ``"none"`` (LayerNorm placement).
+        d_mlp: MLP hidden width; ``None`` means ``4 * d_model``, ``0`` no MLP.
+        layout: ``"interleaved"`` (Garg et al.) or ``"stacked"`` (see :mod:`icl_core.embed`).
+        causal: decoder mask; default ``True`` for interleaved, ``False`` for stacked.
+        query_is_key: stacked layout only: let query tokens be keys too.
+    """
+
+    def __init__(self, d: int, d_model: int = 64, n_layers: int = 3, n_heads: int = 2,
+                 attention: str = "softmax", norm: str = "pre", d_mlp: int | None = None,
+                 layout: str = "interleaved", causal: bool | None = None,
+                 query_is_key: bool = False):
+        super().__init__()
+        self.d = check_int("d", d, minimum=1)
+        d_model = check_int("d_model", d_model, minimum=1)
+        n_heads = check_int("n_heads", n_heads, minimum=1)
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads={n_heads}, got {d_model}")
+        check_int("n_layers", n_layers, minimum=1)
+        check_choice("attention", attention, {"softmax", "linear"})
+        self.norm = check_choice("norm", norm, {"pre", "post", "none"})
+        d_mlp = 4 * d_model if d_mlp is None else check_int("d_mlp", d_mlp, minimum=0)
+        self.layout = Layout(layout, query_is_key)
+        self.causal = (layout == "interleaved") if causal is None else bool(causal)
+        if layout == "interleaved" and not self.causal:
+            raise ValueError("causal must be True for the interleaved layout (the labels of "
+                             "later points would otherwise leak into earlier predictions)")
+        self.config = dict(d=d, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                           attention=attention, norm=norm, d_mlp=d_mlp, layout=layout,
+                           causal=self.causal, query_is_key=query_is_key)
+        self.read_in = nn.Linear(self.layout.token_dim(d), d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, attention, norm, d_mlp)
+                                    for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.read_out = nn.Linear(d_model, 1)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> torch.Tensor:
+        """Predictions for a batch of prompts.
+
+        Args:
+            x: ``(B, T, d)`` covariates; y: ``(B, T)`` labels (query labels are never seen).
+            n_context: number of labelled context points (>= 1).
+
+        Returns:
+            ``(B, T - n_context)`` predictions at the queries (stacked layout) or ``(B, T)``
+            predictions at every point from the points before it (interleaved layout).
+        """
+        # x: (B, T, d), y: (B, T) -> tokens (B, S, token_dim) -> h (B, S, d_model)
+        if x.shape[-1] != self.d:
+            raise ValueError(f"x has d={x.shape[-1]} but the model was built for d={self.d}")
+        if self.layout.kind == "stacked":
+            check_int("n_context", n_context, minimum=1, maximum=x.shape[1])
+        tokens = self.layout.tokens(x, y, n_context)
+        mask = self.layout.key_mask(tokens.shape[1], n_context, self.causal, tokens.device)
+        h = self.read_in(tokens)
+        for block in self.blocks:
+            h = block(h, mask)
+        out = self.read_out(self.ln_f(h)).squeeze(-1)  # (B, S)
+        return self.layout.predictions(out, n_context)
+
+    def predict(self, prompt) -> torch.Tensor:
+        """``forward`` on a :class:`~icl_core.prompts.Prompt`."""
+        return self(prompt.x, prompt.y, prompt.n_context)
+
+    def targets(self, prompt) -> torch.Tensor:
+        """The labels ``predict(prompt)`` is scored against, same shape."""
+        return self.layout.targets(prompt.y, prompt.n_context)

@@ -1,0 +1,42 @@
+"""Recorded numbers: how a notebook hands its key numbers to the tests and the book.
+
+A notebook makes ``rec = Records(records_path)`` (``records_path`` is a papermill
+parameter; ``None`` keeps the numbers in memory only, e.g. in Colab) and sets
+``rec["ols_mc_max_rel_err"] = 0.031``. Each assignment rewrites the JSON file atomically,
+so the tests read exactly what the executed notebook computed.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .results import _jsonable
+
+
+class Records(dict):
+    """A dict of named numbers mirrored to a JSON file (when ``path`` is given)."""
+
+    def __init__(self, path: str | os.PathLike | None = None, **meta):
+        super().__init__()
+        self.path = Path(path) if path else None
+        self.meta = meta
+        self._write()
+
+    def __setitem__(self, name, value):
+        super().__setitem__(name, _jsonable(value))
+        self._write()
+
+    def _write(self):
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"meta": self.meta, "values": dict(self)}, indent=1,
+                                  sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
+
+    @staticmethod
+    def read(path: str | os.PathLike) -> dict:
+        """The recorded values of an executed notebook."""
+        return json.loads(Path(path).read_text())["values"]

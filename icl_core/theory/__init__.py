@@ -1,0 +1,1 @@
+"""Closed forms, ODEs and constructed weights, one module per chapter."""

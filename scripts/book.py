@@ -1,0 +1,254 @@
+"""The book pipeline: one execution path from Jupytext sources to HTML.
+
+    python scripts/book.py execute [--force] [--scale ci]   papermill, in parallel, skipping fresh runs
+    python scripts/book.py build                            execute + seed jupyter-cache + jupyter-book -W
+    python scripts/book.py sync | check-sync                the committed .ipynb twins (Colab buttons)
+    python scripts/book.py list                             the notebooks, from _toc.yml
+
+Each notebook (a MyST markdown file with a Jupytext header) runs once under papermill with
+``records_path`` injected; the executed copy goes to ``_build/executed/<path>.ipynb`` and its
+recorded numbers to ``_build/records/<path>.json``. A run is *fresh* while the notebook, the
+``icl_core`` sources and the committed ``results/`` are unchanged (their hash is stored
+beside it), so ``make test`` and ``make book`` share one execution. Jupyter Book then renders
+the executed outputs from its jupyter-cache, with its own execution never triggered.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "_build"
+EXECUTED = BUILD / "executed"
+RECORDS = BUILD / "records"
+CELL_TIMEOUT_S = 1200
+
+# One torch/BLAS thread per kernel: on 2 cores the default threading spins (toolchain.md §4).
+KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "ICL_CORE_PROGRESS": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+
+
+def toc_documents() -> list[str]:
+    """Every document in _toc.yml, as paths relative to the root without suffix."""
+    import yaml
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    docs = [toc["root"]]
+
+    def walk(node):
+        for key in ("chapters", "sections", "parts"):
+            for child in node.get(key, []) or []:
+                if "file" in child:
+                    docs.append(child["file"])
+                walk(child)
+    walk(toc)
+    return docs
+
+
+def notebooks() -> list[Path]:
+    """The executable documents (MyST notebooks with a kernelspec) in _toc.yml order."""
+    out = []
+    for doc in toc_documents():
+        src = ROOT / f"{doc}.md"
+        text = src.read_text() if src.exists() else ""
+        front = text.split("---", 2)[1] if text.startswith("---") else ""
+        if "kernelspec:" in front:
+            out.append(src)
+    return out
+
+
+def rel(src: Path) -> str:
+    return src.relative_to(ROOT).with_suffix("").as_posix()
+
+
+def executed_path(src: Path) -> Path:
+    return EXECUTED / f"{rel(src)}.ipynb"
+
+
+def records_path(src: Path) -> Path:
+    return RECORDS / f"{rel(src)}.json"
+
+
+def source_key(src: Path, scale: str) -> str:
+    """Hash of everything a notebook's outputs depend on."""
+    h = hashlib.sha256(f"scale={scale}\n".encode())
+    files = [src, *sorted((ROOT / "icl_core").rglob("*.py")),
+             *sorted((ROOT / "results").rglob("*.json")), *sorted((ROOT / "results").rglob("*.npz"))]
+    for f in files:
+        h.update(f.relative_to(ROOT).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def is_fresh(src: Path, scale: str = "ci") -> bool:
+    key = executed_path(src).with_suffix(".key")
+    return (executed_path(src).exists() and records_path(src).exists() and key.exists()
+            and key.read_text() == source_key(src, scale))
+
+
+def execute_one(src: Path, scale: str) -> tuple[Path, float, str | None]:
+    import jupytext
+    import papermill as pm
+    out, recs = executed_path(src), records_path(src)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    recs.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    try:
+        pm.execute_notebook(jupytext.read(src), str(out), kernel_name="python3",
+                            parameters={"scale": scale, "records_path": str(recs)},
+                            cwd=str(src.parent), progress_bar=False,
+                            execution_timeout=CELL_TIMEOUT_S, log_output=False)
+    except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
+        return src, time.perf_counter() - t0, f"{type(err).__name__}: {err}"
+    out.with_suffix(".key").write_text(source_key(src, scale))
+    return src, time.perf_counter() - t0, None
+
+
+def execute(force: bool = False, scale: str = "ci", jobs: int | None = None,
+            only: list[str] | None = None) -> dict:
+    """Execute the stale notebooks in parallel; return ``{rel path: seconds or "fresh"}``."""
+    os.environ.update(KERNEL_ENV)
+    todo = [s for s in notebooks() if not only or rel(s) in only]
+    stale = [s for s in todo if force or not is_fresh(s, scale)]
+    timings = {rel(s): "fresh" for s in todo if s not in stale}
+    jobs = jobs or os.cpu_count() or 1
+    failures = []
+    if stale:
+        print(f"executing {len(stale)} notebook(s) at scale={scale!r}, {jobs} at a time ...",
+              flush=True)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for src, seconds, error in pool.map(lambda s: execute_one(s, scale), stale):
+                timings[rel(src)] = round(seconds, 1)
+                print(f"  {rel(src):40s} {seconds:7.1f} s  {'FAILED' if error else 'ok'}", flush=True)
+                if error:
+                    failures.append(f"{rel(src)}: {error}")
+    (BUILD / "timings.json").write_text(json.dumps(timings, indent=1))
+    if failures:
+        raise SystemExit("notebook execution failed:\n" + "\n\n".join(failures))
+    return timings
+
+
+def merged_notebook(src: Path):
+    """The source notebook with the executed outputs copied in (what jupyter-cache stores).
+
+    The injected-parameters cell papermill added is dropped, so the page shows the
+    notebook's own defaults and the cell hashes match the source's."""
+    import jupytext
+    import nbformat
+    nb = jupytext.read(src)
+    done = nbformat.read(executed_path(src), as_version=4)
+    ran = [c for c in done.cells if c.cell_type == "code"
+           and "injected-parameters" not in c.metadata.get("tags", [])]
+    mine = [c for c in nb.cells if c.cell_type == "code"]
+    if len(ran) != len(mine):
+        raise SystemExit(f"{rel(src)}: executed copy has {len(ran)} code cells, source {len(mine)}; "
+                         "rerun `python scripts/book.py execute --force`")
+    for cell, out in zip(mine, ran):
+        cell.outputs, cell.execution_count = out.outputs, out.execution_count
+    for key in ("language_info", "widgets"):
+        if key in done.metadata:
+            nb.metadata[key] = done.metadata[key]
+    return nb
+
+
+def seed_cache():
+    """Store every executed notebook in Jupyter Book's jupyter-cache."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    cache = get_cache(BUILD / ".jupyter_cache")
+    for src in notebooks():
+        if not is_fresh(src):
+            raise SystemExit(f"{rel(src)} has no fresh execution; run `python scripts/book.py execute`")
+        cache.cache_notebook_bundle(CacheBundleIn(merged_notebook(src), uri=str(src)),
+                                    check_validity=False, overwrite=True)
+
+
+def build() -> int:
+    t0 = time.perf_counter()
+    timings = execute()
+    t_exec = time.perf_counter() - t0
+    seed_cache()
+    t1 = time.perf_counter()
+    env = {**os.environ, **KERNEL_ENV}
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    (BUILD / "jupyter-book.log").write_text(log)
+    t_build = time.perf_counter() - t1
+    if proc.returncode != 0:
+        print(log[-6000:])
+        print("jupyter-book build FAILED (full log: _build/jupyter-book.log)")
+        return proc.returncode
+    if "Executing notebook" in log:
+        print(log[-3000:])
+        print("jupyter-book executed a notebook itself: the cache seeding missed it")
+        return 1
+    print("\nnotebooks (seconds; 'fresh' = reused from an earlier run with the same sources):")
+    for name, seconds in timings.items():
+        print(f"  {name:40s} {seconds}")
+    print(f"execution {t_exec:.1f} s, html build {t_build:.1f} s")
+    print(f"open the book: {BUILD / 'html' / 'index.html'}")
+    return 0
+
+
+def ipynb_twin(src: Path) -> Path:
+    return src.with_suffix(".ipynb")
+
+
+def colab_notebook(src: Path):
+    """The .ipynb committed beside each source so the Colab button opens a notebook."""
+    import jupytext
+    nb = jupytext.read(src)
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["colab"] = {"provenance": []}
+    return nb
+
+
+def sync(check: bool = False) -> int:
+    import jupytext
+    bad = []
+    for src in notebooks():
+        text = jupytext.writes(colab_notebook(src), fmt="ipynb")
+        twin = ipynb_twin(src)
+        if check:
+            if not twin.exists() or twin.read_text() != text:
+                bad.append(str(twin.relative_to(ROOT)))
+        else:
+            twin.write_text(text)
+    if bad:
+        print("out of sync with their .md sources (run `make sync`):\n  " + "\n  ".join(bad))
+        return 1
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cmd", choices=["execute", "build", "sync", "check-sync", "list", "seed-cache"])
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--scale", default="ci", choices=["ci", "paper"])
+    ap.add_argument("--only", nargs="*", help="notebooks to execute, e.g. book/foundations/theory")
+    args = ap.parse_args(argv)
+    if args.cmd == "execute":
+        execute(args.force, args.scale, only=args.only)
+        return 0
+    if args.cmd == "build":
+        return build()
+    if args.cmd == "seed-cache":
+        seed_cache()
+        return 0
+    if args.cmd in ("sync", "check-sync"):
+        return sync(check=args.cmd == "check-sync")
+    for src in notebooks():
+        print(rel(src), "fresh" if is_fresh(src) else "stale")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
