@@ -208,6 +208,8 @@ def colab_notebook(src: Path):
     nb = jupytext.read(src)
     nb.metadata.pop("jupytext", None)
     nb.metadata["colab"] = {"provenance": []}
+    for i, cell in enumerate(nb.cells):      # stable ids, so regenerating changes nothing
+        cell.id = f"cell-{i}"
     return nb
 
 

@@ -1,0 +1,41 @@
+# icl-book: two commands do everything on a fresh clone.
+#   make book   set up .venv, execute every notebook at scale="ci", build the HTML into _build/html
+#   make test   set up .venv, run the unit tests and the notebook regression tests
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# pip on this machine kind prints a warning per package about local wheel folders; hide only those
+QUIET_PIP := grep -v "is neither a file nor a directory" || true
+
+.PHONY: setup book test check-html sync clean help
+help:
+	@sed -n '2,3p' Makefile; echo "  make check-html  check the built pages in headless Chromium (screenshots in _build/screenshots)"; echo "  make sync        regenerate the .ipynb twins the Colab buttons open"
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing requirements.txt and icl_core (editable) into $(VENV) ..."
+	@$(BIN)/python -m pip install -q -r requirements.txt 2>&1 | $(QUIET_PIP)
+	@$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | $(QUIET_PIP)
+	@$(BIN)/python -c "import icl_core, torch, jupyter_book; print('icl_core', icl_core.__version__, '| torch', torch.__version__)"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+book: setup
+	@$(BIN)/python scripts/book.py build
+
+test: setup
+	@OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -q tests
+
+check-html:
+	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first"; exit 1; }
+	@$(BIN)/python scripts/check_html.py
+
+sync: setup
+	@$(BIN)/python scripts/book.py sync
+
+clean:
+	rm -rf _build

@@ -1,0 +1,186 @@
+"""Check the built book as a reader sees it, in headless Chromium, offline.
+
+For every page of ``_build/html`` listed in the table of contents:
+
+* math was typeset: MathJax output elements (``mjx-container``) are present in the rendered
+  DOM for every math block of the source, and no raw ``$$`` is left in the text;
+* every figure loaded: each ``<img>`` of the page was requested from the local server and
+  answered 200, with a non-empty PNG;
+* widget pages show their static fallback: a page that displays a widget has a cell tagged
+  ``widget-fallback`` whose figure loaded (the live widget needs a kernel);
+* a screenshot is saved to ``_build/screenshots/<page>.png``.
+
+Chromium is Debian's ``chromium``, installed with apt when missing. It runs with no network
+besides the local server (``--disable-background-networking`` and friends).
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-quic", "--hide-scrollbars"]
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe:
+        return exe
+    print("chromium not found: installing Debian's chromium with apt-get ...", flush=True)
+    sudo = [] if hasattr(sys, "getuid") and __import__("os").getuid() == 0 else ["sudo"]
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "chromium"], check=False,
+                   capture_output=True)
+    exe = shutil.which("chromium")
+    if not exe:
+        subprocess.run([*sudo, "apt-get", "update", "-q"], check=False, capture_output=True)
+        subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "chromium"], check=True)
+        exe = shutil.which("chromium")
+    if not exe:
+        raise SystemExit("could not install chromium")
+    return exe
+
+
+class Server:
+    """A local static server over _build/html that logs (path, status) of every request."""
+
+    def __init__(self, root: Path):
+        self.log: list[tuple[str, int]] = []
+        log = self.log
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_request(self, code="-", size="-"):
+                log.append((self.path.split("?")[0], int(code) if str(code).isdigit() else 0))
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+class Page(HTMLParser):
+    """Collects images, math markers and visible text of a rendered DOM."""
+
+    def __init__(self):
+        super().__init__()
+        self.imgs, self.mjx, self.text, self._skip = [], 0, [], 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img" and a.get("src"):
+            self.imgs.append(a["src"])
+        if tag == "mjx-container":
+            self.mjx += 1
+        if tag in ("script", "style", "mjx-assistive-mml"):
+            self._skip += 1
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style", "mjx-assistive-mml"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def pages() -> list[Path]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from book import toc_documents
+    return [HTML / f"{doc}.html" for doc in toc_documents()]
+
+
+def source_math_blocks(page: Path) -> int:
+    src = ROOT / page.relative_to(HTML).with_suffix(".md")
+    text = src.read_text() if src.exists() else ""
+    return len(re.findall(r"\$\$", text)) // 2
+
+
+def check_page(exe: str, server: Server, page: Path) -> list[str]:
+    url_path = "/" + page.relative_to(HTML).as_posix()
+    url = f"http://127.0.0.1:{server.port}{url_path}"
+    start = len(server.log)
+    with tempfile.TemporaryDirectory() as profile:
+        common = [exe, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000"]
+        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True,
+                             timeout=180).stdout
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / (page.relative_to(HTML).with_suffix("").as_posix().replace("/", "__") + ".png")
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
+                        "--window-size=1280,9000", f"--screenshot={shot}", url],
+                       capture_output=True, timeout=180)
+    requests = dict(server.log[start:])
+    p = Page()
+    p.feed(dom)
+    text = "".join(p.text)
+    problems = []
+    if not dom.strip():
+        return [f"{url_path}: Chromium returned an empty DOM"]
+    expected = source_math_blocks(page)
+    if expected and p.mjx < expected:
+        problems.append(f"{url_path}: {p.mjx} MathJax elements for {expected} display-math "
+                        "blocks: math not typeset")
+    if "$$" in text:
+        problems.append(f"{url_path}: raw $$ left in the rendered text")
+    for src in p.imgs:
+        if src.startswith(("http:", "https:")):
+            continue
+        if src.startswith("data:"):
+            continue
+        target = (page.parent / src).resolve()
+        req = "/" + target.relative_to(HTML.resolve()).as_posix()
+        status = requests.get(req)
+        if status != 200 or target.stat().st_size < 200:
+            problems.append(f"{url_path}: image {src} not loaded (status {status})")
+    if "application/vnd.jupyter.widget-view+json" in page.read_text():
+        # a live widget needs a kernel; the cell tagged widget-fallback must show its figure
+        fallback = re.search(r'class="[^"]*tag_widget-fallback[^"]*".*?<img[^>]*src="([^"]+)"',
+                             dom, re.S)
+        if not fallback or requests.get("/" + (page.parent / fallback.group(1)).resolve()
+                                        .relative_to(HTML.resolve()).as_posix()) != 200:
+            problems.append(f"{url_path}: a widget without a loaded static fallback figure "
+                            "(a cell tagged widget-fallback showing an image)")
+    if not shot.exists() or shot.stat().st_size < 1000:
+        problems.append(f"{url_path}: no screenshot")
+    print(f"  {url_path:45s} math {p.mjx:3d}/{expected:<3d} images {len(p.imgs):2d}  "
+          f"screenshot {shot.relative_to(ROOT)}")
+    return problems
+
+
+def main() -> int:
+    if not (HTML / "index.html").exists():
+        raise SystemExit("no _build/html/index.html: run `make book` first")
+    exe = chromium()
+    server = Server(HTML)
+    problems = []
+    try:
+        for page in pages():
+            problems += check_page(exe, server, page)
+    finally:
+        server.close()
+    if problems:
+        print("HTML check FAILED:\n  " + "\n  ".join(problems))
+        return 1
+    print(f"HTML check passed: {len(pages())} pages; screenshots in {SHOTS.relative_to(ROOT)}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

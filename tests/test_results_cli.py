@@ -1,0 +1,76 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from icl_core import Records, Result
+from icl_core.recipes import config, get_recipe, run
+from icl_core.results import provenance
+
+
+def test_result_roundtrip(tmp_path):
+    r = Result("x", "ci", {"a": 1}, {"m": np.float64(0.5)}, {"curve": np.arange(4.0)},
+               provenance("cpu", 1.234, {"seed": 3}, command="python -m icl_core run x"))
+    r.save(tmp_path / "out")
+    back = Result.load(tmp_path / "out")
+    assert back.metrics == {"m": 0.5} and np.array_equal(back.arrays["curve"], np.arange(4.0))
+    prov = back.provenance
+    for key in ("command", "git_sha", "versions", "device", "wall_time_s", "seeds"):
+        assert key in prov
+    assert prov["seeds"] == {"seed": 3} and prov["wall_time_s"] == 1.234
+    assert not list((tmp_path / "out").glob("*.tmp"))
+    with pytest.raises(FileNotFoundError):
+        Result.load(tmp_path / "missing")
+
+
+def test_records(tmp_path):
+    rec = Records(tmp_path / "r.json", notebook="nb")
+    rec["a"] = np.array([1.0, 2.0])
+    rec["b"] = np.float32(0.25)
+    assert Records.read(tmp_path / "r.json") == {"a": [1.0, 2.0], "b": 0.25}
+    assert json.loads((tmp_path / "r.json").read_text())["meta"] == {"notebook": "nb"}
+
+
+def test_recipe_registry_and_bad_arguments():
+    assert get_recipe("foundations.error_vs_context").configs["paper"]["steps"] == 500_000
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        get_recipe("nope")
+    with pytest.raises(ValueError, match="scale must be one of"):
+        config("foundations.error_vs_context", "huge")
+    with pytest.raises(ValueError, match="unknown config keys"):
+        config("foundations.error_vs_context", "ci", width=3)
+
+
+def test_run_recipe_tiny(tmp_path):
+    r = run("foundations.error_vs_context", "ci", device="cpu", out=tmp_path / "r",
+            steps=3, n_eval=32, d=3, d_model=16, n_layers=1)
+    assert r.metrics["ols_at_n6"] < 1e-8
+    assert (tmp_path / "r" / "result.json").exists()
+    assert Result.load(tmp_path / "r").provenance["device"] == "cpu"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "icl_core", *args], capture_output=True, text=True)
+
+
+def test_cli_list_and_errors(tmp_path):
+    out = cli("list")
+    assert out.returncode == 0 and "foundations.error_vs_context" in out.stdout and "paper" in out.stdout
+    bad = cli("run", "nope")
+    assert bad.returncode == 2 and "recipe must be one of" in bad.stderr
+    bad_scale = cli("run", "foundations.error_vs_context", "--scale", "huge")
+    assert bad_scale.returncode == 2 and "invalid choice" in bad_scale.stderr
+    bad_key = cli("run", "foundations.error_vs_context", "--set", "width=3", "--out", str(tmp_path))
+    assert bad_key.returncode == 2 and "unknown config keys" in bad_key.stderr
+
+
+def test_cli_run_writes_provenance(tmp_path):
+    out = cli("run", "foundations.error_vs_context", "--device", "cpu", "--out", str(tmp_path / "r"),
+              "--set", "steps=2", "--set", "n_eval=16", "--set", "d=2", "--set", "d_model=8",
+              "--set", "n_layers=1", "--seed", "4")
+    assert out.returncode == 0, out.stderr
+    prov = json.loads((tmp_path / "r" / "result.json").read_text())["provenance"]
+    assert prov["command"].startswith("python -m icl_core run foundations.error_vs_context")
+    assert prov["seeds"] == {"seed": 4}
