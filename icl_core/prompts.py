@@ -66,7 +66,7 @@ class Prompt:
         if self.y.shape != self.x.shape[:2]:
             raise ValueError(f"y must have shape (B, T) = {tuple(self.x.shape[:2])}, "
                              f"got {tuple(self.y.shape)}")
-        check_int("n_context", self.n_context, minimum=0, maximum=self.x.shape[1])
+        check_int("n_context", self.n_context, minimum=1, maximum=self.x.shape[1])
 
     @property
     def batch_size(self) -> int:

@@ -86,10 +86,20 @@ def source_key(src: Path, scale: str) -> str:
     return h.hexdigest()
 
 
+def _stamp(src: Path) -> Path:
+    return executed_path(src).with_suffix(".stamp.json")
+
+
 def is_fresh(src: Path, scale: str = "ci") -> bool:
-    key = executed_path(src).with_suffix(".key")
-    return (executed_path(src).exists() and records_path(src).exists() and key.exists()
-            and key.read_text() == source_key(src, scale))
+    stamp = _stamp(src)
+    return (executed_path(src).exists() and records_path(src).exists() and stamp.exists()
+            and json.loads(stamp.read_text())["key"] == source_key(src, scale))
+
+
+def last_run_seconds(src: Path) -> float | None:
+    """Wall time of the execution a fresh notebook reuses."""
+    stamp = _stamp(src)
+    return json.loads(stamp.read_text())["seconds"] if stamp.exists() else None
 
 
 def execute_one(src: Path, scale: str) -> tuple[Path, float, str | None]:
@@ -106,17 +116,20 @@ def execute_one(src: Path, scale: str) -> tuple[Path, float, str | None]:
                             execution_timeout=CELL_TIMEOUT_S, log_output=False)
     except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
         return src, time.perf_counter() - t0, f"{type(err).__name__}: {err}"
-    out.with_suffix(".key").write_text(source_key(src, scale))
-    return src, time.perf_counter() - t0, None
+    seconds = time.perf_counter() - t0
+    _stamp(src).write_text(json.dumps({"key": source_key(src, scale), "scale": scale,
+                                       "seconds": round(seconds, 1)}))
+    return src, seconds, None
 
 
 def execute(force: bool = False, scale: str = "ci", jobs: int | None = None,
             only: list[str] | None = None) -> dict:
-    """Execute the stale notebooks in parallel; return ``{rel path: seconds or "fresh"}``."""
+    """Execute the stale notebooks in parallel; return ``{rel path: timing text}``."""
     os.environ.update(KERNEL_ENV)
     todo = [s for s in notebooks() if not only or rel(s) in only]
     stale = [s for s in todo if force or not is_fresh(s, scale)]
-    timings = {rel(s): "fresh" for s in todo if s not in stale}
+    timings = {rel(s): f"{last_run_seconds(s)} s (reused: sources unchanged since that run)"
+               for s in todo if s not in stale}
     jobs = jobs or os.cpu_count() or 1
     failures = []
     if stale:
@@ -124,7 +137,7 @@ def execute(force: bool = False, scale: str = "ci", jobs: int | None = None,
               flush=True)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for src, seconds, error in pool.map(lambda s: execute_one(s, scale), stale):
-                timings[rel(src)] = round(seconds, 1)
+                timings[rel(src)] = f"{seconds:.1f} s"
                 print(f"  {rel(src):40s} {seconds:7.1f} s  {'FAILED' if error else 'ok'}", flush=True)
                 if error:
                     failures.append(f"{rel(src)}: {error}")
@@ -177,7 +190,7 @@ def build() -> int:
     t1 = time.perf_counter()
     env = {**os.environ, **KERNEL_ENV}
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
+    proc = subprocess.run([str(jb), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     (BUILD / "jupyter-book.log").write_text(log)
@@ -190,7 +203,7 @@ def build() -> int:
         print(log[-3000:])
         print("jupyter-book executed a notebook itself: the cache seeding missed it")
         return 1
-    print("\nnotebooks (seconds; 'fresh' = reused from an earlier run with the same sources):")
+    print(f"\n{len(timings)} notebooks executed at scale='ci' (papermill, one torch thread each):")
     for name, seconds in timings.items():
         print(f"  {name:40s} {seconds}")
     print(f"execution {t_exec:.1f} s, html build {t_build:.1f} s")

@@ -89,6 +89,6 @@ def test_mismatched_d_and_context():
     model = Transformer(4, 16, 1, 2, layout="stacked")
     with pytest.raises(ValueError, match="d=3 but the model was built for d=4"):
         model.predict(LinearRegression(3).sample(2, 4, seed=0))
-    p = LinearRegression(4).sample(2, 4, seed=0, n_context=0)
+    p = LinearRegression(4).sample(2, 4, seed=0)
     with pytest.raises(ValueError, match="n_context"):
-        model.predict(p)
+        model(p.x, p.y, 0)

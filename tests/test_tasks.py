@@ -91,6 +91,8 @@ def test_make_task():
     (lambda: LinearRegression(3).sample(0, 5, seed=0), "batch_size"),
     (lambda: LinearRegression(3).sample(2, 0, seed=0), "n_points"),
     (lambda: LinearRegression(3).sample(2, 5, seed=0, n_context=6), "n_context"),
+    (lambda: LinearRegression(3).sample(2, 5, seed=0, n_context=0), "n_context"),
+    (lambda: LinearRegression(3).sample(2, 1, seed=0), "n_points"),
     (lambda: LinearRegression(3).sample(2, 5, seed=0, d_active=4), "d_active"),
     (lambda: LinearRegression(3).sample(2, 5), "seed"),
     (lambda: LinearRegression(2.5), "d must be"),

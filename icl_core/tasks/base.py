@@ -51,8 +51,8 @@ class TaskSampler:
             n_points: T >= 1 points per prompt (context plus queries).
             seed: seeds the three streams (ignored if ``streams`` is given).
             streams: explicit generators, to share covariates/tasks/noise across calls.
-            n_context: how many of the T points are labelled context; default ``T - 1``
-                (one query, the last point).
+            n_context: how many of the T points are labelled context, in [1, T]; default
+                ``T - 1`` (one query, the last point).
             d_active: curriculum truncation (Garg et al.): coordinates ``>= d_active`` of
                 ``x`` are zeroed; default ``d``.
 
@@ -60,9 +60,12 @@ class TaskSampler:
             :class:`Prompt` with ``x`` (B, T, d), ``y`` (B, T), float32.
         """
         batch_size = check_int("batch_size", batch_size, minimum=1)
-        n_points = check_int("n_points", n_points, minimum=1)
-        n_context = n_points - 1 if n_context is None else check_int(
-            "n_context", n_context, minimum=0, maximum=n_points)
+        if n_context is None:   # the last point is the query
+            n_points = check_int("n_points", n_points, minimum=2)
+            n_context = n_points - 1
+        else:
+            n_points = check_int("n_points", n_points, minimum=1)
+            n_context = check_int("n_context", n_context, minimum=1, maximum=n_points)
         d_active = self.d if d_active is None else check_int(
             "d_active", d_active, minimum=1, maximum=self.d)
         if streams is None:
