@@ -10,9 +10,9 @@ STAMP := $(VENV)/.installed-stamp
 # pip on this machine kind prints a warning per package about local wheel folders; hide only those
 QUIET_PIP := grep -v "is neither a file nor a directory" || true
 
-.PHONY: setup book test check-html sync clean help
+.PHONY: setup book test check-html sync bench clean help
 help:
-	@sed -n '2,3p' Makefile; echo "  make check-html  check the built pages in headless Chromium (screenshots in _build/screenshots)"; echo "  make sync        regenerate the .ipynb twins the Colab buttons open"
+	@sed -n '2,3p' Makefile; echo "  make check-html  check the built pages in headless Chromium (screenshots in _build/screenshots)"; echo "  make sync        regenerate the .ipynb twins the Colab buttons open"; echo "  make bench       speed ratios (benchmarks/run.py), saved to benchmarks/results/"
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ check-html:
 
 sync: setup
 	@$(BIN)/python scripts/book.py sync
+
+bench: setup
+	@$(BIN)/python -m pip install -q -r benchmarks/requirements.txt 2>&1 | $(QUIET_PIP)
+	@OMP_NUM_THREADS=1 $(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf _build

@@ -8,12 +8,12 @@ __version__ = "0.1.0"
 
 from .prompts import Prompt, Streams, derive_seed
 from .tasks import LinearRegression, SparseLinearRegression, TaskSampler, make_task
-from .models import Transformer
+from .models import SoftmaxUnit, Transformer
 from .training import Curriculum, TrainingDiverged, train
 from .results import Result
 from .records import Records
 from .devices import pick_device
 
 __all__ = ["Prompt", "Streams", "derive_seed", "LinearRegression", "SparseLinearRegression",
-           "TaskSampler", "make_task", "Transformer", "Curriculum", "TrainingDiverged", "train",
+           "TaskSampler", "make_task", "SoftmaxUnit", "Transformer", "Curriculum", "TrainingDiverged", "train",
            "Result", "Records", "pick_device", "__version__"]

@@ -49,6 +49,15 @@ class Streams:
             gens.append(g)
         return cls(*gens)
 
+    def get_state(self) -> list[torch.Tensor]:
+        """The three generators' states (for checkpoints)."""
+        return [g.get_state() for g in (self.x, self.task, self.noise)]
+
+    def set_state(self, states: list[torch.Tensor]) -> "Streams":
+        for g, st in zip((self.x, self.task, self.noise), states):
+            g.set_state(st)
+        return self
+
 
 @dataclass
 class Prompt:

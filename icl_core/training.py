@@ -1,8 +1,13 @@
-"""``train(...)``: the one training loop of the library.
+"""``train(...)``: the one training loop of the library, for one model or many at once.
 
-* fresh prompts every step, drawn from ``seed`` and the step number alone
-  (``derive_seed(seed, step)``), so a run is a pure function of its seed: resuming from a
-  checkpoint replays exactly the batches an uninterrupted run would have seen;
+* fresh prompts every step from the run's own three random streams (covariates, tasks,
+  noise; :class:`~icl_core.prompts.Streams`) seeded by ``seed``; the streams' states are
+  checkpointed, so a resumed run sees exactly the batches an uninterrupted one would;
+* **ensembles**: pass a list of K models of the same shape (and optionally K samplers and
+  K seeds) and they train together in one batched call: parameters stacked with
+  ``torch.func.stack_module_state``, the loss ``vmap``-ed over the runs, one Adam over the
+  stacked tensors. Adam is elementwise and the runs' losses are summed, so each run follows
+  exactly the trajectory it would follow alone (to float tolerance), on its own data;
 * Adam (Garg et al.: lr 1e-4, batch 64), MSE over every predicted position;
 * optional curriculum (Garg et al. Section 3: dimensions 5 -> 20 and points 11 -> 41,
   stepped every 2,000 steps);
@@ -15,10 +20,12 @@
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +33,7 @@ import numpy as np
 import torch
 
 from .devices import pick_device
-from .prompts import derive_seed
+from .prompts import Streams
 from .validation import check_float, check_int
 
 
@@ -64,11 +71,12 @@ class Curriculum:
 
 @dataclass
 class TrainResult:
-    """What a training run hands back: the per-step losses and how the run was made."""
+    """What a training run hands back: the per-step losses (``(steps,)``, or ``(K, steps)``
+    for an ensemble of K runs) and how the run was made."""
 
     losses: np.ndarray
     steps: int
-    seed: int
+    seed: int | list
     device: str
     wall_time_s: float
     checkpoint: str | None = None
@@ -89,100 +97,257 @@ def _atomic_save(obj, path: Path):
     os.replace(tmp, path)
 
 
-def train(model: torch.nn.Module, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
-          seed: int = 0, n_points: int | None = None, curriculum: Curriculum | None = None,
-          checkpoint_every: int = 0, checkpoint_path: str | Path | None = None,
-          resume: bool = True, device=None, grad_clip: float | None = None,
-          weight_decay: float = 0.0, progress: bool | None = None) -> TrainResult:
-    """Train ``model`` on prompts from ``sampler``.
+class _Runs:
+    """The K runs of one ``train`` call: their parameters and a batched loss.
+
+    * K = 1 (a single model) calls the model directly;
+    * K > 1, models declaring ``supports_runs`` (their forward accepts parameters and inputs
+      with a leading run dimension, e.g. :class:`~icl_core.models.SoftmaxUnit`): one copy of
+      the model holds the stacked parameters and is called once on ``(K, B, ...)`` inputs;
+    * K > 1 otherwise: ``torch.func.stack_module_state`` + ``vmap`` of a functional call."""
+
+    def __init__(self, models: list[torch.nn.Module], device, compile: bool = False):
+        self.models = [m.to(device) for m in models]
+        self.K = len(models)
+        self.stacked = None
+        if self.K == 1:
+            self.params = dict(self.models[0].named_parameters())
+            self.call = torch.compile(self.models[0]) if compile else self.models[0]
+            return
+        if compile:
+            raise ValueError("compile=True is only supported for a single model, not an ensemble")
+        from torch.func import functional_call, stack_module_state, vmap
+        first = self.models[0]
+        for k, m in enumerate(self.models[1:], 1):
+            if type(m) is not type(first) or [p.shape for p in m.parameters()] != \
+                    [p.shape for p in first.parameters()]:
+                raise ValueError(f"models must all have the same class and shapes to train as "
+                                 f"an ensemble; model {k} differs from model 0")
+        self.params, self.buffers = stack_module_state(self.models)
+        if getattr(type(first), "supports_runs", False):
+            self.stacked = copy.deepcopy(first)
+            for name, value in self.params.items():
+                owner, _, leaf = name.rpartition(".")
+                mod = self.stacked.get_submodule(owner) if owner else self.stacked
+                mod._parameters[leaf] = value if isinstance(value, torch.nn.Parameter) \
+                    else torch.nn.Parameter(value)
+            self.params = dict(self.stacked.named_parameters())
+            return
+        base = copy.deepcopy(first).to("meta")
+
+        def one_run(params, buffers, x, y, n_context):
+            pred = functional_call(base, (params, buffers), (x, y, n_context))
+            return ((pred - base.target_of(y, n_context)) ** 2).mean()
+        self._losses = vmap(one_run, in_dims=(0, 0, 0, 0, None))
+
+    def losses(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> torch.Tensor:
+        """``x (K, B, T, d), y (K, B, T)`` -> per-run mean squared errors ``(K,)``."""
+        if self.K == 1:
+            m = self.models[0]
+            try:
+                pred = self.call(x[0], y[0], n_context)
+            except Exception as err:  # torch.compile failed (no compiler, unsupported op...)
+                if self.call is m:
+                    raise
+                warnings.warn(f"torch.compile failed ({type(err).__name__}: {err}); "
+                              "continuing without it")
+                self.call = m
+                pred = m(x[0], y[0], n_context)
+            return torch.nn.functional.mse_loss(pred, m.target_of(y[0], n_context)).reshape(1)
+        if self.stacked is not None:
+            err = (self.stacked(x, y, n_context) - self.stacked.target_of(y, n_context)) ** 2
+            return err.reshape(self.K, -1).mean(1)
+        return self._losses(self.params, self.buffers, x, y, n_context)
+
+    def clip(self, max_norm: float):
+        """Clip each run's global gradient norm to ``max_norm`` (runs never mix)."""
+        grads = [p.grad for p in self.params.values() if p.grad is not None]
+        lead = self.K if self.K > 1 else 1
+        sq = sum(g.reshape(lead, -1).pow(2).sum(1) for g in grads)
+        coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.view(-1, *[1] * (g.dim() - 1)) if self.K > 1 else coef[0])
+
+    def state(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.params.items()}
+
+    def load(self, state: dict):
+        with torch.no_grad():
+            for k, v in self.params.items():
+                v.copy_(state[k])
+
+    def write_back(self):
+        """Copy the stacked parameters into the K models (a no-op for one model)."""
+        if self.K == 1:
+            return
+        with torch.no_grad():
+            for k, m in enumerate(self.models):
+                for name, p in m.named_parameters():
+                    p.copy_(self.params[name][k])
+
+
+def _adam(params, lr, weight_decay):
+    """Adam, the fused kernel where this torch has one for the device (fewer launches: the
+    step of a small model is launch-bound), else the default implementation."""
+    try:
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+
+
+def _as_list(value, K: int, name: str) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != K:
+            raise ValueError(f"{name} must have one entry per model ({K}), got {len(value)}")
+        return list(value)
+    return [value] * K
+
+
+def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
+          seed=0, n_points: int | None = None, n_queries: int = 1,
+          curriculum: Curriculum | None = None, checkpoint_every: int = 0,
+          checkpoint_path: str | Path | None = None, resume: bool = True, device=None,
+          grad_clip: float | None = None, weight_decay: float = 0.0,
+          lr_decay: float | None = None, progress: bool | None = None,
+          compile: bool = False) -> TrainResult:
+    """Train ``model`` (or a list of K models, together) on prompts from ``sampler``.
 
     Args:
-        model: a model with ``predict(prompt)`` and ``targets(prompt)`` (e.g.
-            :class:`~icl_core.models.Transformer`); its ``d`` must equal ``sampler.d``.
-        sampler: a :class:`~icl_core.tasks.TaskSampler`.
+        model: a module with ``forward(x, y, n_context)`` and ``target_of(y, n_context)``
+            (:class:`~icl_core.models.Transformer`, :class:`~icl_core.models.SoftmaxUnit`),
+            or a list of K such modules of identical shape: an ensemble, trained in one
+            batched call.
+        sampler: a :class:`~icl_core.tasks.TaskSampler`, or a list of K (one per run, e.g.
+            different noise levels); each sampler's ``d`` must equal its model's.
         steps: total optimisation steps (>= 1), counted from step 0 even when resuming.
-        batch_size: prompts per step; lr: Adam learning rate (> 0).
-        seed: the data seed: step ``t`` trains on ``sampler.sample(seed=derive_seed(seed, t))``.
-        n_points: points per prompt (context + query); required without a curriculum.
+        batch_size: prompts per step and run; lr: Adam learning rate (> 0).
+        seed: the data seed of the run; for an ensemble a list of K seeds, or an int ``s``
+            meaning seeds ``s, s+1, ..., s+K-1``. Run k of an ensemble sees exactly the data
+            of ``train(models[k], samplers[k], ..., seed=seeds[k])``.
+        n_points: points per prompt (context + queries); required without a curriculum.
+        n_queries: how many of the points are queries (their labels are hidden; stacked
+            models are scored on them). Interleaved decoders predict every point anyway.
         curriculum: a :class:`Curriculum`; overrides ``n_points`` and truncates dimensions.
         checkpoint_every: save every K steps (0: only at the end, if a path is given).
-        checkpoint_path: where the checkpoint lives (model, optimizer, step, losses).
-        resume: continue from ``checkpoint_path`` when it exists.
+        checkpoint_path: where the checkpoint lives (parameters, optimizer, random streams,
+            step, losses). resume: continue from it when it exists.
         device: ``None``/"auto" picks cuda, then mps, then cpu.
-        grad_clip: clip the global gradient norm to this value (None: no clipping).
+        grad_clip: clip each run's global gradient norm to this value.
+        lr_decay: multiply the learning rate by this factor every step (ExponentialLR).
+        compile: run the model through ``torch.compile`` (single models only), falling back
+            to eager mode with a warning if compiling fails. Off by default: on small CPUs it
+            costs tens of seconds and did not pay off (see ``benchmarks/``).
 
     Returns:
-        :class:`TrainResult` with the loss of every step.
+        :class:`TrainResult`; the models are trained in place.
 
     Raises:
-        TrainingDiverged: the loss became non-finite (the message names the step and the
-            last good checkpoint).
+        TrainingDiverged: a loss became non-finite (the message names the run, the step and
+            the last good checkpoint).
     """
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    K = len(models)
+    if K == 0:
+        raise ValueError("model must be a module or a non-empty list of modules")
+    samplers = _as_list(sampler, K, "sampler")
+    seeds = (_as_list(seed, K, "seed") if isinstance(seed, (list, tuple))
+             else [int(seed) + k for k in range(K)])
     steps = check_int("steps", steps, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     lr = check_float("lr", lr, minimum=0.0, strict=True)
     checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=0)
+    if lr_decay is not None:
+        lr_decay = check_float("lr_decay", lr_decay, minimum=0.0, strict=True, maximum=1.0)
     if curriculum is None:
         if n_points is None:
             raise ValueError("n_points must be given (an integer >= 2) when there is no curriculum")
         n_points = check_int("n_points", n_points, minimum=2)
-    if getattr(model, "d", sampler.d) != sampler.d:
-        raise ValueError(f"the sampler has d={sampler.d} but the model was built for d={model.d}")
+    n_queries = check_int("n_queries", n_queries, minimum=1,
+                          maximum=None if n_points is None else n_points - 1)
+    for m, s in zip(models, samplers):
+        if getattr(m, "d", s.d) != s.d:
+            raise ValueError(f"the sampler has d={s.d} but the model was built for d={m.d}")
     dev = pick_device(device)
-    model.to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    runs = _Runs(models, dev, compile=compile)
+    opt = _adam(list(runs.params.values()), lr, weight_decay)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay) if lr_decay else None
+    streams = [Streams.from_seed(s) for s in seeds]
+    shared_sampler = K > 1 and all(s is samplers[0] for s in samplers)
     ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
     start, losses, last_good = 0, [], None
     if ckpt is not None and resume and ckpt.exists():
         state = torch.load(ckpt, map_location=dev, weights_only=False)
-        if state["seed"] != seed:
-            raise ValueError(f"seed={seed} differs from the checkpoint's seed={state['seed']} "
+        if state["seeds"] != seeds:
+            raise ValueError(f"seed={seeds if K > 1 else seeds[0]} differs from the "
+                             f"checkpoint's seed={state['seeds'] if K > 1 else state['seeds'][0]} "
                              f"({ckpt}); pass resume=False to start over")
-        model.load_state_dict(state["model"])
+        runs.load(state["params"])
         opt.load_state_dict(state["optimizer"])
+        if sched is not None:
+            sched.load_state_dict(state["scheduler"])
+        for st, saved in zip(streams, state["streams"]):
+            st.set_state(saved)
         start, losses, last_good = state["step"], list(state["losses"]), str(ckpt)
 
     def save(step):
-        _atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                      "losses": losses, "seed": seed,
-                      "model_config": getattr(model, "config", None)}, ckpt)
+        _atomic_save({"params": runs.state(), "optimizer": opt.state_dict(),
+                      "scheduler": sched.state_dict() if sched is not None else None,
+                      "streams": [st.get_state() for st in streams], "step": step,
+                      "losses": losses, "seeds": seeds,
+                      "model_config": getattr(models[0], "config", None)}, ckpt)
         return str(ckpt)
 
     show = progress_enabled() if progress is None else progress
     bar = None
     if show:
         from tqdm.auto import tqdm
-        bar = tqdm(total=steps, initial=start, desc="train", leave=False)
+        bar = tqdm(total=steps, initial=start, desc=f"train x{K}" if K > 1 else "train",
+                   leave=False)
     t0 = time.perf_counter()
-    model.train()
+    for m in runs.models:
+        m.train()
     for step in range(start, steps):
         d_active, T = curriculum.at(step) if curriculum is not None else (None, n_points)
-        prompt = sampler.sample(batch_size, T, seed=derive_seed(seed, step),
-                                d_active=d_active).to(dev)
-        loss = torch.nn.functional.mse_loss(model.predict(prompt), model.targets(prompt))
-        value = loss.item()
-        if not math.isfinite(value):
+        n_context = T - min(n_queries, T - 1)
+        if shared_sampler:
+            x, y = samplers[0].draw_runs(streams, batch_size, T, d_active)
+        else:
+            draws = [s.draw(st, batch_size, T, d_active) for s, st in zip(samplers, streams)]
+            x, y = torch.stack([dr[0] for dr in draws]), torch.stack([dr[1] for dr in draws])
+        x, y = x.to(dev), y.to(dev)
+        run_losses = runs.losses(x, y, n_context)
+        values = run_losses.tolist()
+        bad = [k for k, v in enumerate(values) if not math.isfinite(v)]
+        if bad:
             if bar is not None:
                 bar.close()
-            raise TrainingDiverged(f"loss is {value} at step {step}; last good checkpoint: "
-                                   f"{last_good or 'none (no checkpoint was written)'}")
+            which = f"run {bad[0]} (seed {seeds[bad[0]]}): " if K > 1 else ""
+            raise TrainingDiverged(f"{which}loss is {values[bad[0]]} at step {step}; last good "
+                                   f"checkpoint: {last_good or 'none (no checkpoint was written)'}")
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        run_losses.sum().backward()
         if grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            runs.clip(grad_clip)
         opt.step()
-        losses.append(value)
+        if sched is not None:
+            sched.step()
+        losses.append(values)
         if ckpt is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
             last_good = save(step + 1)
         if bar is not None:
             bar.update(1)
             if step % 50 == 0:
-                bar.set_postfix(loss=f"{value:.4f}")
+                bar.set_postfix(loss=f"{sum(values) / K:.4f}")
     if bar is not None:
         bar.close()
     if ckpt is not None and start < steps:
         last_good = save(steps)
-    model.eval()
-    return TrainResult(np.asarray(losses), steps, seed, dev.type, time.perf_counter() - t0,
-                       last_good, {"batch_size": batch_size, "lr": lr, "n_points": n_points,
-                                   "curriculum": None if curriculum is None else vars(curriculum)})
+    runs.write_back()
+    for m in runs.models:
+        m.eval()
+    arr = np.asarray(losses, dtype=np.float64).reshape(-1, K).T
+    return TrainResult(arr[0] if K == 1 else arr, steps, seeds[0] if K == 1 else seeds,
+                       dev.type, time.perf_counter() - t0, last_good,
+                       {"batch_size": batch_size, "lr": lr, "n_points": n_points,
+                        "n_queries": n_queries, "lr_decay": lr_decay, "n_runs": K,
+                        "curriculum": None if curriculum is None else vars(curriculum)})

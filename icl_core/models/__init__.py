@@ -1,4 +1,5 @@
 """Models, one readable file each."""
+from .softmax_unit import SoftmaxUnit
 from .transformer import Transformer
 
-__all__ = ["Transformer"]
+__all__ = ["SoftmaxUnit", "Transformer"]

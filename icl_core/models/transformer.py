@@ -32,13 +32,16 @@ class MultiHeadAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
 
-    def forward(self, h, mask):
-        # h: (B, S, D); mask: (S, S) bool, True = may attend, or None
+    def forward(self, h, mask, is_causal=False):
+        # h: (B, S, D); mask: (S, S) bool, True = may attend, or None; is_causal: mask is tril
         B, S, D = h.shape
         q, k, v = self.qkv(h).view(B, S, 3, self.n_heads, D // self.n_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, Dh)
         if self.kind == "softmax":
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            if is_causal:  # the fused causal kernel, no (S, S) mask materialised
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
             scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, S, S)
             if mask is not None:
@@ -59,12 +62,12 @@ class Block(nn.Module):
         self.mlp = (nn.Sequential(nn.Linear(d_model, d_mlp), nn.GELU(), nn.Linear(d_mlp, d_model))
                     if d_mlp else None)
 
-    def forward(self, h, mask):
+    def forward(self, h, mask, is_causal=False):
         # h: (B, S, D)
         if self.norm == "post":
-            h = self.ln1(h + self.attn(h, mask))
+            h = self.ln1(h + self.attn(h, mask, is_causal))
             return self.ln2(h + self.mlp(h)) if self.mlp is not None else h
-        h = h + self.attn(self.ln1(h), mask)
+        h = h + self.attn(self.ln1(h), mask, is_causal)
         return h + self.mlp(self.ln2(h)) if self.mlp is not None else h
 
 
@@ -129,10 +132,13 @@ class Transformer(nn.Module):
         if self.layout.kind == "stacked":
             check_int("n_context", n_context, minimum=1, maximum=x.shape[1])
         tokens = self.layout.tokens(x, y, n_context)
-        mask = self.layout.key_mask(tokens.shape[1], n_context, self.causal, tokens.device)
+        # a purely causal mask goes to SDPA as is_causal (its fused kernel) instead of a tensor
+        is_causal = self.causal and self.layout.kind == "interleaved"
+        mask = None if is_causal and self.config["attention"] == "softmax" else \
+            self.layout.key_mask(tokens.shape[1], n_context, self.causal, tokens.device)
         h = self.read_in(tokens)
         for block in self.blocks:
-            h = block(h, mask)
+            h = block(h, mask, is_causal)
         out = self.read_out(self.ln_f(h)).squeeze(-1)  # (B, S)
         return self.layout.predictions(out, n_context)
 
@@ -140,6 +146,10 @@ class Transformer(nn.Module):
         """``forward`` on a :class:`~icl_core.prompts.Prompt`."""
         return self(prompt.x, prompt.y, prompt.n_context)
 
+    def target_of(self, y: torch.Tensor, n_context: int) -> torch.Tensor:
+        """The labels ``forward(x, y, n_context)`` is scored against, same shape."""
+        return self.layout.targets(y, n_context)
+
     def targets(self, prompt) -> torch.Tensor:
         """The labels ``predict(prompt)`` is scored against, same shape."""
-        return self.layout.targets(prompt.y, prompt.n_context)
+        return self.target_of(prompt.y, prompt.n_context)

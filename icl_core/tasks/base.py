@@ -72,16 +72,45 @@ class TaskSampler:
             if seed is None:
                 raise ValueError("seed must be an integer (or pass streams=), got None")
             streams = Streams.from_seed(seed)
+        x, y, task = self.draw(streams, batch_size, n_points, d_active)
+        return Prompt(x, y, n_context, task, self.noise_std)
+
+    def draw(self, streams: Streams, batch_size: int, n_points: int,
+             d_active: int | None = None) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """The unchecked core of :meth:`sample` (the training loop's hot path): advances the
+        three streams and returns ``x (B, T, d)``, ``y (B, T)`` and the task dict."""
         x = self.sample_x(batch_size, n_points, streams.x)
         x, extras = x if isinstance(x, tuple) else (x, {})
-        if d_active < self.d:
+        if d_active is not None and d_active < self.d:
             x = x.clone()
             x[..., d_active:] = 0.0
         task = {**self.sample_task(batch_size, streams.task), **extras}
         y = self.evaluate(x, task)
         if self.noise_std > 0:
             y = y + self.noise_std * torch.randn(y.shape, generator=streams.noise)
-        return Prompt(x, y, n_context, task, self.noise_std)
+        return x, y, task
+
+    def draw_runs(self, streams: list[Streams], batch_size: int, n_points: int,
+                  d_active: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One batch for each of K runs, run k from its own ``streams[k]``, exactly as K
+        calls of :meth:`draw` would give: ``x (K, B, T, d)``, ``y (K, B, T)``. The labels of
+        all runs are computed in one call of :meth:`evaluate`."""
+        xs, tasks = [], []
+        for st in streams:
+            x = self.sample_x(batch_size, n_points, st.x)
+            x, extras = x if isinstance(x, tuple) else (x, {})
+            xs.append(x)
+            tasks.append({**self.sample_task(batch_size, st.task), **extras})
+        x = torch.cat(xs)                                         # (K * B, T, d)
+        if d_active is not None and d_active < self.d:
+            x[..., d_active:] = 0.0
+        y = self.evaluate(x, {k: torch.cat([t[k] for t in tasks]) for k in tasks[0]})
+        K = len(streams)
+        y = y.view(K, batch_size, n_points)
+        if self.noise_std > 0:
+            y = y + self.noise_std * torch.stack(
+                [torch.randn(batch_size, n_points, generator=st.noise) for st in streams])
+        return x.view(K, batch_size, n_points, self.d), y
 
     def __repr__(self):
         return f"{type(self).__name__}(d={self.d}, noise_std={self.noise_std})"

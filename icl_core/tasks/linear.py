@@ -66,8 +66,34 @@ class LinearRegression(TaskSampler):
     def sample_task(self, batch_size, g):
         return {"w": self.w_scale * torch.randn(batch_size, self.d, generator=g)}
 
+    def draw_runs(self, streams, batch_size, n_points, d_active=None):
+        """Same numbers as the generic :meth:`TaskSampler.draw_runs`, written into
+        preallocated tensors (the per-run Python overhead dominates small ensembles)."""
+        cls = type(self)
+        overridden = any(getattr(cls, f) is not getattr(LinearRegression, f)
+                         for f in ("sample_x", "sample_task", "evaluate"))
+        if self.cov == "random_diag" or overridden:
+            return super().draw_runs(streams, batch_size, n_points, d_active)
+        K, B, T, d = len(streams), batch_size, n_points, self.d
+        x, w = torch.empty(K, B, T, d), torch.empty(K, B, d)
+        for k, st in enumerate(streams):
+            torch.randn(B, T, d, generator=st.x, out=x[k])
+            torch.randn(B, d, generator=st.task, out=w[k])
+        if self._sqrt is not None:
+            x = x @ self._sqrt.to(x.dtype)
+        x = x * self.cov_scale ** 0.5
+        if d_active is not None and d_active < d:
+            x[..., d_active:] = 0.0
+        y = (x @ (self.w_scale * w).unsqueeze(-1)).squeeze(-1)      # (K, B, T)
+        if self.noise_std > 0:
+            noise = torch.empty(K, B, T)
+            for k, st in enumerate(streams):
+                torch.randn(B, T, generator=st.noise, out=noise[k])
+            y = y + self.noise_std * noise
+        return x, y
+
     def evaluate(self, x, task):
-        return torch.einsum("btd,bd->bt", x, task["w"].to(x.dtype))
+        return (x @ task["w"].to(x.dtype).unsqueeze(-1)).squeeze(-1)  # (B, T, d) @ (B, d, 1)
 
     def __repr__(self):
         cov = self.cov if isinstance(self.cov, str) else "matrix"

@@ -38,7 +38,7 @@ class SparseLinearRegression(TaskSampler):
         return {"w": values * support, "support": support}
 
     def evaluate(self, x, task):
-        return torch.einsum("btd,bd->bt", x, task["w"].to(x.dtype))
+        return (x @ task["w"].to(x.dtype).unsqueeze(-1)).squeeze(-1)  # (B, T, d) @ (B, d, 1)
 
     def __repr__(self):
         return (f"SparseLinearRegression(d={self.d}, s={self.s}, noise_std={self.noise_std}, "

@@ -1,0 +1,204 @@
+"""Speed benchmarks, run by hand (``make bench``), never part of CI's pass/fail.
+
+Every number is a ratio (or a rate) measured in this one run on this machine, so the ratios
+are comparable even when the machine is busy; the absolute times are not. Results are printed
+and saved as JSON (``benchmarks/results/<device>.json`` by default) with provenance.
+
+1. ensemble: K = 10 softmax attention units (Collins et al. Figure 3: d = 5, n = 20, 4 queries,
+   sigma = 0.01, Adam lr 0.1 with decay 0.999) trained in one batched ``train`` call vs ten
+   ``train`` calls one after another, one thread; steps per second and the ratio.
+2. transformer: a training step (forward, MSE, backward, Adam) of ``icl_core``'s Transformer
+   vs Hugging Face ``GPT2Model`` wrapped the way Garg et al. do (linear read-in,
+   ``inputs_embeds``, linear read-out), same width / depth / heads, batch 64, d = 20, 41
+   points (82 tokens), one thread; ms per step, the ratio, and the achieved FLOP/s of our
+   step against this machine's float32 matmul peak measured in the same run.
+3. book: every notebook executed at scale="ci" (``scripts/book.py execute --force``): wall
+   time per notebook and total, with as many parallel kernels as cores.
+
+Usage: python benchmarks/run.py [--device cpu|cuda] [--skip ensemble transformer book]
+                                [--compile] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from icl_core import LinearRegression, SoftmaxUnit, Transformer, train  # noqa: E402
+from icl_core.devices import device_name, pick_device  # noqa: E402
+from icl_core.results import provenance  # noqa: E402
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def bench_ensemble(dev, K=10, steps=400, batch_size=1, repeats=3) -> dict:
+    sampler = LinearRegression(5, noise_std=0.01, cov="identity")
+    kw = dict(steps=steps, batch_size=batch_size, lr=0.1, lr_decay=0.999, n_points=24,
+              n_queries=4, device=dev, progress=False)
+    seq, ens = [], []
+    for _ in range(repeats):        # interleave the two so load drifts hit both alike
+        t0 = time.perf_counter()
+        for k in range(K):
+            train(SoftmaxUnit(5), sampler, seed=k, **kw)
+        sync(dev); seq.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        train([SoftmaxUnit(5) for _ in range(K)], sampler, seed=0, **kw)
+        sync(dev); ens.append(time.perf_counter() - t0)
+    s, e = min(seq), min(ens)
+    return {"K": K, "steps": steps, "batch_size": batch_size,
+            "sequential_run_steps_per_s": K * steps / s, "ensemble_run_steps_per_s": K * steps / e,
+            "sequential_s": s, "ensemble_s": e, "speedup": s / e}
+
+
+class GargGPT2(torch.nn.Module):
+    """Garg et al.'s TransformerModel: read-in, GPT2Model on inputs_embeds, read-out."""
+
+    def __init__(self, d, width, layers, heads, n_points):
+        super().__init__()
+        from transformers import GPT2Config, GPT2Model
+        cfg = GPT2Config(n_positions=2 * n_points, n_embd=width, n_layer=layers, n_head=heads,
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        self.read_in = torch.nn.Linear(d, width)
+        self.backbone = GPT2Model(cfg)
+        self.read_out = torch.nn.Linear(width, 1)
+
+    def forward(self, x, y, n_context):
+        from icl_core.embed import interleaved_tokens
+        h = self.backbone(inputs_embeds=self.read_in(interleaved_tokens(x, y))).last_hidden_state
+        return self.read_out(h).squeeze(-1)[:, ::2]
+
+    def target_of(self, y, n_context):
+        return y
+
+
+def step_time(model, x, y, dev, n=30, warmup=5) -> float:
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    times = []
+    for i in range(warmup + n):
+        sync(dev); t0 = time.perf_counter()
+        loss = torch.nn.functional.mse_loss(model(x, y, x.shape[1] - 1), y)
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        sync(dev)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def step_flops(model, x, y) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as fc:
+        loss = torch.nn.functional.mse_loss(model(x, y, x.shape[1] - 1), y)
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return fc.get_total_flops()
+
+
+def matmul_peak(dev, n=1024, reps=20) -> float:
+    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+    for _ in range(3):
+        a @ b
+    sync(dev); t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    sync(dev)
+    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
+
+
+def bench_transformer(dev, use_compile=False) -> dict:
+    d, n_points, batch = 20, 41, 64
+    sampler = LinearRegression(d)
+    p = sampler.sample(batch, n_points, seed=0).to(dev)
+    peak = matmul_peak(dev)
+    out = {"matmul_peak_gflops": peak / 1e9, "configs": []}
+    for width, layers, heads in ((64, 3, 2), (256, 12, 8)):
+        torch.manual_seed(0)
+        ours = Transformer(d, width, layers, heads).to(dev)
+        torch.manual_seed(0)
+        gpt2 = GargGPT2(d, width, layers, heads, n_points).to(dev)
+        n, warm = (30, 5) if width == 64 else (3, 1)   # the big step takes seconds on one core
+        t_ours, t_gpt2 = [], []
+        for _ in range(2):          # interleaved repeats; the best of each
+            t_ours.append(step_time(ours, p.x, p.y, dev, n=n, warmup=warm))
+            t_gpt2.append(step_time(gpt2, p.x, p.y, dev, n=n, warmup=warm))
+        flops = step_flops(ours, p.x, p.y)
+        row = {"width": width, "layers": layers, "heads": heads, "batch": batch,
+               "tokens": 2 * n_points, "ours_ms": 1e3 * min(t_ours), "gpt2_ms": 1e3 * min(t_gpt2),
+               "ratio_ours_over_gpt2": min(t_ours) / min(t_gpt2),
+               "ours_params": sum(q.numel() for q in ours.parameters()),
+               "gpt2_params": sum(q.numel() for q in gpt2.parameters()),
+               "ours_fwd_bwd_gflop": flops / 1e9,
+               "ours_achieved_gflops": flops / min(t_ours) / 1e9,
+               "ours_fraction_of_matmul_peak": flops / min(t_ours) / peak}
+        if use_compile:
+            t0 = time.perf_counter()
+            compiled = torch.compile(ours)
+            step_time(compiled, p.x, p.y, dev, n=1, warmup=0)
+            row["compile_s"] = time.perf_counter() - t0
+            row["ours_compiled_ms"] = 1e3 * step_time(compiled, p.x, p.y, dev, n=n)
+        out["configs"].append(row)
+    return out
+
+
+def bench_book() -> dict:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "book.py"), "execute", "--force"],
+                   check=True, cwd=ROOT)
+    total = time.perf_counter() - t0
+    per = json.loads((ROOT / "_build" / "timings.json").read_text())
+    return {"total_s": total, "per_notebook": per, "cores": os.cpu_count()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["ensemble", "transformer", "book"])
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile'd steps")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    dev = pick_device(args.device)
+    torch.set_num_threads(1)
+    report, t0 = {}, time.perf_counter()
+    if "ensemble" not in args.skip:
+        e = report["ensemble"] = bench_ensemble(dev)
+        print(f"ensemble of {e['K']} softmax units, {e['steps']} steps, batch {e['batch_size']}: "
+              f"sequential {e['sequential_run_steps_per_s']:.0f} run-steps/s, batched "
+              f"{e['ensemble_run_steps_per_s']:.0f} run-steps/s -> {e['speedup']:.1f}x", flush=True)
+        e32 = report["ensemble_batch32"] = bench_ensemble(dev, batch_size=32, steps=200)
+        print(f"  same at batch 32: {e32['speedup']:.1f}x", flush=True)
+    if "transformer" not in args.skip:
+        tr = report["transformer"] = bench_transformer(dev, args.compile)
+        print(f"matmul peak (float32, 1024^2, 1 thread): {tr['matmul_peak_gflops']:.1f} GFLOP/s")
+        for r in tr["configs"]:
+            extra = (f", compiled {r['ours_compiled_ms']:.1f} ms (compile {r['compile_s']:.0f} s)"
+                     if "ours_compiled_ms" in r else "")
+            print(f"transformer {r['width']}/{r['layers']}/{r['heads']}: ours {r['ours_ms']:.1f} ms, "
+                  f"GPT2Model {r['gpt2_ms']:.1f} ms -> ratio {r['ratio_ours_over_gpt2']:.2f}; "
+                  f"ours {r['ours_achieved_gflops']:.1f} GFLOP/s = "
+                  f"{100 * r['ours_fraction_of_matmul_peak']:.0f}% of peak{extra}", flush=True)
+    if "book" not in args.skip:
+        b = report["book"] = bench_book()
+        print(f"book at ci scale: {b['total_s']:.0f} s total on {b['cores']} cores: "
+              + ", ".join(f"{k} {v}" for k, v in b["per_notebook"].items()))
+    report["provenance"] = provenance(device_name(dev), time.perf_counter() - t0, None)
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"{dev.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"saved {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

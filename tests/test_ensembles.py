@@ -1,0 +1,142 @@
+"""Batched ensembles: K models trained in one call follow exactly the trajectories they would
+follow one by one (same data per run, independent Adam states)."""
+import numpy as np
+import pytest
+import torch
+
+from icl_core import LinearRegression, SoftmaxUnit, Transformer, TrainingDiverged, train
+
+
+def units(K, **kw):
+    return [SoftmaxUnit(3, **kw) for _ in range(K)]
+
+
+def assert_same_params(a, b, atol):
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=atol, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+def test_softmax_unit_ensemble_equals_sequential(attention):
+    samplers = [LinearRegression(3, noise_std=s) for s in (0.0, 0.1, 0.5)]
+    kw = dict(steps=40, batch_size=8, lr=0.05, n_points=12, n_queries=4, grad_clip=1.0,
+              lr_decay=0.99)
+    ens = units(3, attention=attention)
+    fit = train(ens, samplers, seed=[3, 9, 11], **kw)
+    assert fit.losses.shape == (3, 40) and fit.seed == [3, 9, 11]
+    for k, (s, seed) in enumerate(zip(samplers, (3, 9, 11))):
+        alone = SoftmaxUnit(3, attention=attention)
+        one = train(alone, s, seed=seed, **kw)
+        assert np.allclose(fit.losses[k], one.losses, rtol=1e-4, atol=1e-6)
+        assert_same_params(ens[k], alone, atol=1e-5)
+
+
+def test_transformer_ensemble_equals_sequential():
+    torch.manual_seed(0)
+    models = [Transformer(3, 16, 2, 2, d_mlp=32) for _ in range(2)]
+    copies = [Transformer(3, 16, 2, 2, d_mlp=32) for _ in range(2)]
+    for m, c in zip(models, copies):
+        c.load_state_dict(m.state_dict())
+    kw = dict(steps=15, batch_size=4, lr=3e-3, n_points=7)
+    fit = train(models, LinearRegression(3), seed=5, **kw)
+    probe = LinearRegression(3).sample(16, 7, seed=99)
+    for k in range(2):
+        one = train(copies[k], LinearRegression(3), seed=5 + k, **kw)
+        assert np.allclose(fit.losses[k], one.losses, rtol=1e-4, atol=1e-6)
+        # Compare what the models compute, not every weight: the key bias cancels in the
+        # softmax, its true gradient is 0, and Adam turns float noise there into +-lr steps.
+        with torch.no_grad():
+            assert torch.allclose(models[k].predict(probe), copies[k].predict(probe), atol=1e-4)
+
+
+def test_stacked_transformer_ensemble_runs():
+    torch.manual_seed(0)
+    models = [Transformer(3, 16, 1, 2, layout="stacked", attention="linear") for _ in range(3)]
+    fit = train(models, LinearRegression(3), steps=3, batch_size=4, n_points=8, n_queries=3)
+    assert fit.losses.shape == (3, 3)
+
+
+def test_ensemble_resume_equals_uninterrupted(tmp_path):
+    s = LinearRegression(3, noise_std=0.1)
+    kw = dict(batch_size=4, lr=0.05, n_points=10, n_queries=2, seed=[1, 2], lr_decay=0.98)
+    full = units(2)
+    train(full, s, steps=20, **kw)
+    part = units(2)
+    train(part, s, steps=8, checkpoint_every=4, checkpoint_path=tmp_path / "e.pt", **kw)
+    fresh = units(2, init_scale=0.5)
+    res = train(fresh, s, steps=20, checkpoint_path=tmp_path / "e.pt", **kw)
+    assert res.losses.shape == (2, 20)
+    for a, b in zip(full, fresh):
+        assert torch.equal(a.W, b.W)
+
+
+def test_ensemble_bad_arguments():
+    with pytest.raises(ValueError, match="same class and shapes"):
+        train([SoftmaxUnit(3), SoftmaxUnit(3, param="untied")], LinearRegression(3), steps=1, n_points=5)
+    with pytest.raises(ValueError, match="seed must have one entry per model"):
+        train(units(2), LinearRegression(3), steps=1, n_points=5, seed=[1, 2, 3])
+    with pytest.raises(ValueError, match="sampler must have one entry per model"):
+        train(units(2), [LinearRegression(3)], steps=1, n_points=5)
+    with pytest.raises(ValueError, match="non-empty"):
+        train([], LinearRegression(3), steps=1, n_points=5)
+    with pytest.raises(ValueError, match="n_queries"):
+        train(units(2), LinearRegression(3), steps=1, n_points=5, n_queries=5)
+
+
+class NaNSampler(LinearRegression):
+    def evaluate(self, x, task):
+        return super().evaluate(x, task) * float("nan")
+
+
+def test_ensemble_divergence_names_the_run():
+    with pytest.raises(TrainingDiverged, match=r"run 1 \(seed 8\): loss is nan at step 0"):
+        train(units(2), [LinearRegression(3), NaNSampler(3)], steps=2, n_points=5, seed=[7, 8])
+
+
+@pytest.mark.parametrize("sampler", [LinearRegression(3, noise_std=0.2),
+                                     LinearRegression(3, cov=torch.diag(torch.tensor([1.0, 2.0, 0.5])),
+                                                      cov_scale=4.0),
+                                     LinearRegression(3, cov="random_diag", noise_std=0.1)])
+def test_draw_runs_equals_separate_draws(sampler):
+    from icl_core import Streams
+    x, y = sampler.draw_runs([Streams.from_seed(s) for s in (1, 2, 3)], 4, 6, d_active=2)
+    for k, s in enumerate((1, 2, 3)):
+        xk, yk, _ = sampler.draw(Streams.from_seed(s), 4, 6, d_active=2)
+        assert torch.allclose(x[k], xk, atol=1e-6) and torch.allclose(y[k], yk, atol=1e-5)
+
+
+def test_shared_sampler_ensemble_equals_sequential():
+    s = LinearRegression(3, noise_std=0.3)
+    kw = dict(steps=30, batch_size=4, lr=0.05, n_points=10, n_queries=3)
+    ens = units(3)
+    fit = train(ens, s, seed=0, **kw)
+    for k in range(3):
+        alone = SoftmaxUnit(3)
+        one = train(alone, s, seed=k, **kw)
+        assert np.allclose(fit.losses[k], one.losses, rtol=1e-4, atol=1e-6)
+        assert_same_params(ens[k], alone, atol=1e-5)
+
+
+def test_compile_flag_validation_and_fallback(monkeypatch):
+    with pytest.raises(ValueError, match="only supported for a single model"):
+        train(units(2), LinearRegression(3), steps=1, n_points=5, compile=True)
+
+    def broken(model):
+        def fail(*args, **kwargs):
+            raise RuntimeError("no compiler here")
+        return fail
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.warns(UserWarning, match="torch.compile failed"):
+        fit = train(SoftmaxUnit(3), LinearRegression(3), steps=3, n_points=6, compile=True)
+    assert fit.losses.shape == (3,)
+
+
+class FixedW(LinearRegression):
+    def sample_task(self, batch_size, g):
+        return {"w": torch.ones(batch_size, 3)}
+
+
+def test_draw_runs_respects_subclass_overrides():
+    from icl_core import Streams
+    x, y = FixedW(3).draw_runs([Streams.from_seed(1), Streams.from_seed(2)], 2, 5)
+    assert torch.allclose(y, x.sum(-1))
