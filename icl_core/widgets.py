@@ -55,26 +55,112 @@ class BaselineExplorer:
         fig.tight_layout()
         return fig
 
-    def _png(self) -> bytes:
-        fig = self.figure()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        plt.close(fig)
-        return buf.getvalue()
-
     def widget(self):
         """The live explorer: sliders for d, n_max and noise over the figure."""
         import ipywidgets as W
         d = W.IntSlider(value=self.d, min=1, max=20, description="d")
         n_max = W.IntSlider(value=self.n_max, min=5, max=60, description="n max")
         noise = W.FloatSlider(value=self.noise, min=0.0, max=2.0, step=0.1, description="noise")
-        image = W.Image(value=self._png(), format="png")
+        image = W.Image(value=_png(self.figure()), format="png")
 
         def redraw(_change):
             self.d, self.n_max, self.noise = d.value, n_max.value, noise.value
-            image.value = self._png()
+            image.value = _png(self.figure())
 
         for s in (d, n_max, noise):
             s.observe(redraw, names="value")
         self._widget = W.VBox([W.HBox([d, n_max, noise]), image])
         return self._widget
+
+
+class LSAExplorer:
+    """Zhang et al.'s trained LSA, ``y_hat = x_q^T (kappa I) (1/M) sum y_i x_i`` with the kappa
+    its training distribution gives (identity: N/(N+d+1); Exp(1) random diagonal:
+    2/(6+(2d+10)/N)), tested on identity or c * diag(Exp(1)) covariances.
+
+    Left: normalised error against the test length M: the closed form (line), a Monte Carlo of
+    the same predictor (dots), the zero estimator (dashed). Right: the LSA's predictions
+    against the true labels at the chosen M: under covariate scaling the slope is about
+    kappa * c (times E lambda^2 / E lambda = 2 for Exp(1)) instead of 1.
+    """
+
+    def __init__(self, d: int = 5, N: int = 20, M: int = 40, c: float = 1.0,
+                 train: str = "random", test: str = "random", n_prompts: int = 2000, seed: int = 0):
+        self.d, self.N, self.M, self.c = d, N, M, c
+        self.train, self.test, self.n_prompts, self.seed = train, test, n_prompts, seed
+
+    def kappa(self) -> float:
+        from .theory import zhang as Z
+        return (Z.kappa_random(self.d, self.N) if self.train == "random"
+                else Z.kappa_identity(self.d, self.N))
+
+    def _sampler(self):
+        if self.test == "random":
+            return LinearRegression(self.d, cov="random_diag", cov_scale=self.c)
+        return LinearRegression(self.d, cov_scale=self.c)
+
+    def figure(self):
+        """The explorer's figure at its current settings."""
+        import torch
+
+        from .plotting import use_style
+        from .theory import zhang as Z
+        use_style()
+        kap, d, c = self.kappa(), self.d, self.c
+        Ms = np.unique(np.geomspace(1, 200, 25).astype(int))
+        test = self.test
+        theory = [Z.fig1_lsa_error(kap, d, int(M), test, c) if test == "random"
+                  else Z.error_at_P(kap * np.eye(d), int(M), c * np.eye(d)) / d for M in Ms]
+        sampler = self._sampler()
+        mc = []
+        for M in Ms[::3]:
+            p = sampler.sample(self.n_prompts, int(M) + 1, seed=self.seed + int(M))
+            g = (p.y[:, :-1, None] * p.x[:, :-1]).mean(1)
+            pred = kap * (p.x[:, -1] * g).sum(-1)
+            mc.append(float(((pred - p.y[:, -1]) ** 2).mean() / d))
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
+        ax.loglog(Ms, theory, color="#9c1f7a", label=f"LSA, closed form (kappa={kap:.3f})")
+        ax.loglog(Ms[::3], mc, "o", color="#9c1f7a", ms=4, label="LSA, Monte Carlo")
+        ax.axhline(c, color="0.5", ls="--", label="zero estimator")
+        ax.axvline(self.M, color="0.7", lw=0.8, ls=":")
+        ax.set_xlabel("test prompt length M"); ax.set_ylabel("squared error / d")
+        ax.set_title(f"trained on {self.train} cov., N={self.N}; tested on {test} cov., c={c:g}")
+        ax.legend(fontsize=8)
+        p = sampler.sample(400, self.M + 1, seed=self.seed)
+        g = (p.y[:, :-1, None] * p.x[:, :-1]).mean(1)
+        pred = kap * (p.x[:, -1] * g).sum(-1)
+        lim = float(torch.quantile(p.y[:, -1].abs(), 0.98)) * 1.2
+        bx.scatter(p.y[:, -1], pred, s=6, alpha=0.5, color="#9c1f7a")
+        bx.plot([-lim, lim], [-lim, lim], color="black", lw=1, label="y_hat = y")
+        slope = float((pred * p.y[:, -1]).sum() / (p.y[:, -1] ** 2).sum())
+        bx.set_xlim(-lim, lim); bx.set_ylim(-lim, lim)
+        bx.set_xlabel("true label <w, x_q>"); bx.set_ylabel("LSA prediction")
+        bx.set_title(f"M = {self.M}: regression slope {slope:.2f}")
+        bx.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
+
+    def widget(self):
+        """The live explorer: sliders for N, M, c and the train / test covariance kinds."""
+        import ipywidgets as W
+        N = W.IntSlider(value=self.N, min=2, max=200, description="train N")
+        M = W.IntSlider(value=self.M, min=1, max=200, description="test M")
+        c = W.FloatSlider(value=self.c, min=0.25, max=9.0, step=0.25, description="scale c")
+        tr = W.Dropdown(options=["identity", "random"], value=self.train, description="train cov")
+        te = W.Dropdown(options=["identity", "random"], value=self.test, description="test cov")
+        image = W.Image(value=_png(self.figure()), format="png")
+
+        def redraw(_change):
+            self.N, self.M, self.c, self.train, self.test = N.value, M.value, c.value, tr.value, te.value
+            image.value = _png(self.figure())
+
+        for s in (N, M, c, tr, te):
+            s.observe(redraw, names="value")
+        return W.VBox([W.HBox([N, M, c]), W.HBox([tr, te]), image])
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

@@ -12,7 +12,8 @@ import book
 
 def test_every_notebook_is_in_the_toc_and_recorded(executed_notebooks):
     names = {book.rel(s) for s in book.notebooks()}
-    assert {"book/foundations/theory", "book/foundations/experiments"} <= names
+    assert {"book/foundations/theory", "book/foundations/experiments",
+            "book/zhang/theory", "book/zhang/experiments"} <= names
     assert set(executed_notebooks) == names
     for src in (book.ROOT / "book").rglob("*.md"):
         text = src.read_text()
@@ -84,3 +85,82 @@ def test_transformer_beats_averaging_and_3nn_at_2d(executed_notebooks):
 def test_training_reduced_the_loss(executed_notebooks):
     r = executed_notebooks["book/foundations/experiments"]
     assert r["final_train_loss"] < 0.75 * r["first_train_loss"]
+
+
+# --- zhang/theory -------------------------------------------------------------------------
+
+def test_zhang_theory_exact_identities(executed_notebooks):
+    r = executed_notebooks["book/zhang/theory"]
+    assert r["unused_entries_max_change"] < 1e-12            # only the used entries matter (eq. 6)
+    assert r["prediction_identity_max_abs"] < 1e-10          # eq. 13
+    assert r["M_equals_N_identity_abs"] < 1e-12
+    assert r["orthogonal_query_iso_max_abs"] < 1e-12         # exact zero when Gamma ~ I
+    assert r["orthogonal_query_aniso_mean_abs"] > 0.05       # ... and not otherwise
+
+
+def test_zhang_theory_monte_carlo_checks(executed_notebooks):
+    r = executed_notebooks["book/zhang/theory"]
+    assert r["E_Lhat2_rel_err"] < 0.02                       # E[Lhat^2] = Gamma Lambda
+    assert r["loss_mc_rel_err"] < 0.01                       # L = l~ + tr(Lambda)/2
+    assert r["grad_mc_rel_err"] < 0.05                       # eq. 27 is the gradient
+    assert r["avg_error_max_z"] < 4                          # Theorem 5 averaged, in standard errors
+    assert r["bound_holds"] is True                          # Corollary 6
+    assert r["cov_shift_max_rel_err"] < 0.05
+    assert r["cov_shift_worse_than_zero_at_c2"] is True
+    assert r["exp1_moments_rel_err"] < 0.02
+    assert r["fig1_formula_z_c1"] < 4 and r["fig1_formula_z_c4"] < 4
+
+
+def test_zhang_theory_gradient_flow(executed_notebooks):
+    r = executed_notebooks["book/zhang/theory"]
+    assert r["ode_product_rel_err"] < 1e-6 and r["ode_u_rel_err"] < 1e-6     # Theorem 4
+    assert r["ode_balancedness_max"] < 1e-6                                   # Lemma 17
+    assert abs(r["ode_loss_minus_min"]) < 1e-8                                # Corollary 16
+    assert r["ode_u_positive"] is True                                        # Lemma 18
+    assert r["pl_bound_holds"] is True and r["pl_bound_over_gap_at_t10"] > 1  # Lemma 12, loose
+    assert r["random_flow_limit_abs_err"] < 1e-8                              # Theorem 8: kappa_N I
+    assert abs(r["kappa_N_large"] - 1 / 3) < 1e-6
+    assert abs(r["random_slope"] - r["two_kappa_N"]) < 0.1    # the slope is 2 kappa, not kappa
+    assert [round(v, 6) for v in r["fig1_limits"]] == [round(4 / 9, 6), round(1 / 3, 6),
+                                                       round(76 / 3, 6), 387.0]
+
+
+# --- zhang/experiments --------------------------------------------------------------------
+
+def test_zhang_three_ways_reach_gamma_inverse(executed_notebooks):
+    r = executed_notebooks["book/zhang/experiments"]
+    assert r["ode_product_rel_err"] < 1e-6
+    assert r["gd_product_rel_err"] < 1e-6
+    assert r["adam_product_rel_err"] < 0.05
+    assert r["ode_balancedness_max"] < 1e-6
+    assert r["adam_u_final"] < 0.9 * r["u_limit"]            # Adam does not keep the balanced scale
+
+
+def test_zhang_trained_lsa_error_matches_formula(executed_notebooks):
+    r = executed_notebooks["book/zhang/experiments"]
+    for N in (10, 20, 40):
+        assert r[f"error_vs_M_N{N}_rel_err"] < 0.10
+    assert r["bound_above_mc"] is True
+    assert r["floor_slope_in_N"] < -1.0                       # the floor shrinks with N
+
+
+def test_zhang_shifts(executed_notebooks):
+    r = executed_notebooks["book/zhang/experiments"]
+    assert r["task_shift_max_rel_err"] < 0.10
+    assert r["query_shift_max_rel_err"] < 0.10
+    assert r["cov_shift_max_rel_err"] < 0.10
+    assert r["orthogonal_query_limit_max_abs"] < 1e-10
+    assert r["orthogonal_query_trained_rms"] < 0.1 * r["orthogonal_query_label_rms"]
+    assert r["cov_shift_lsa_at_c3_over_zero"] > 5            # worse than predicting 0
+    assert r["cov_shift_ols_max"] < 1e-8                     # OLS does not notice
+
+
+def test_zhang_figure1_ci(executed_notebooks):
+    r = executed_notebooks["book/zhang/experiments"]
+    assert r["ols_max_beyond_d"] < 1e-8
+    assert r["lsa_trained_vs_formula_max_rel_err"] < 0.15
+    for N in (10, 20):
+        ratios = r[f"fixed_ratio_to_zero_N{N}"]               # c = 1, 4, 9
+        assert ratios[0] < ratios[1] < ratios[2]             # fixed-trained degrades with c
+        assert all(r[f"random_beats_fixed_c4_c9_N{N}"])
+        assert all(r[f"tf_below_lsa_limit_c4_c9_N{N}"])

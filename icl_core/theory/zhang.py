@@ -166,17 +166,36 @@ def theorem5_error(M: int, N: int, Lam, a, Sigma, best_linear_error: float) -> f
                  + (q(G2 @ Lam @ Lam @ Lam) + 2 * t * q(G2 @ Lam @ Lam) + t ** 2 * q(G2 @ Lam)) / N ** 2)
 
 
-def shifted_error(N: int, Lam_train, M: int, Lam_test, Lam_query=None) -> float:
-    """Error of the LSA trained at (Lambda_train, N) on length-M prompts with context
-    covariates ~ N(0, Lambda_test) and an independent query ~ N(0, Lambda_query) (default
-    Lambda_test: covariate shift), w ~ N(0, I), noiseless:
-    ``tr(Lq [Gi E(Lhat'^2) Gi - Gi L' - L' Gi + I])``, ``E Lhat'^2 = (1+1/M) L'^2 + tr(L')/M L'``."""
-    Gi = np.linalg.inv(gamma(Lam_train, N))
+def error_at_P(P, M: int, Lam_test, Lam_query=None) -> float:
+    """Exact error of the predictor ``y_hat = x_q^T P (1/M) sum_i y_i x_i`` (an LSA whose
+    product is ``P^T``) on length-M prompts with context covariates ~ N(0, Lambda_test), an
+    independent query ~ N(0, Lambda_query) (default Lambda_test), w ~ N(0, I), noiseless:
+    ``tr(Lq [P E(Lhat^2) P^T - P L - L P^T + I])``, ``E Lhat^2 = (1+1/M) L^2 + tr(L)/M L``."""
+    P = np.asarray(P, float)
     Lt = _lam(Lam_test)
     Lq = Lt if Lam_query is None else _lam(Lam_query)
+    M = check_int("M", M, minimum=1)
     E2 = (1 + 1 / M) * Lt @ Lt + np.trace(Lt) / M * Lt
-    I = np.eye(len(Lt))
-    return float(np.trace(Lq @ (Gi @ E2 @ Gi - Gi @ Lt - Lt @ Gi + I)))
+    return float(np.trace(Lq @ (P @ E2 @ P.T - P @ Lt - Lt @ P.T + np.eye(len(Lt)))))
+
+
+def shifted_error(N: int, Lam_train, M: int, Lam_test, Lam_query=None) -> float:
+    """:func:`error_at_P` at the trained limit P = Gamma^{-1}(Lambda_train, N): covariate shift
+    (Lambda_test != Lambda_train) and query shift (Lambda_query != Lambda_test)."""
+    return error_at_P(np.linalg.inv(gamma(Lam_train, N)), M, Lam_test, Lam_query)
+
+
+def linear_task_error_at_P(P, M: int, Lam, w0, s: float) -> float:
+    """Exact error ``E(y_hat - y_q)^2`` of ``y_hat = x_q^T P (1/M) sum y_i x_i`` on the task
+    ``y = <w0, x> + s eps`` (fixed w0, x ~ N(0, Lambda)): with ``g = (1/M) sum y_i x_i``,
+    ``E g = Lambda w0`` and ``Cov g = Sigma / M``,
+    ``s^2 + tr(Lambda P Sigma P^T)/M + ||P Lambda w0 - w0||^2_Lambda``,
+    ``Sigma = ||w0||^2_Lambda Lambda + Lambda w0 w0^T Lambda + s^2 Lambda``. At P = Gamma^{-1}
+    this is Theorem 5."""
+    P, Lam, w0 = np.asarray(P, float), _lam(Lam), np.asarray(w0, float)
+    Sigma = (w0 @ Lam @ w0) * Lam + Lam @ np.outer(w0, w0) @ Lam + s ** 2 * Lam
+    bias = P @ Lam @ w0 - w0
+    return float(s ** 2 + np.trace(Lam @ P @ Sigma @ P.T) / M + bias @ Lam @ bias)
 
 
 # --- random covariance, Exp(1) diagonal (Theorem 8, Figure 1) -------------------------------
