@@ -5,9 +5,10 @@
   checkpointed, so a resumed run sees exactly the batches an uninterrupted one would;
 * **ensembles**: pass a list of K models of the same shape (and optionally K samplers and
   K seeds) and they train together in one batched call: parameters stacked with
-  ``torch.func.stack_module_state``, the loss ``vmap``-ed over the runs, one Adam over the
-  stacked tensors. Adam is elementwise and the runs' losses are summed, so each run follows
-  exactly the trajectory it would follow alone (to float tolerance), on its own data;
+  ``torch.func.stack_module_state``, the loss computed for all runs at once (one call of a
+  run-batched model, or ``vmap`` of any other), one Adam over the stacked tensors. Adam is
+  elementwise and the runs' losses are summed, so each run follows exactly the trajectory it
+  would follow alone (to float tolerance), on its own data;
 * Adam (Garg et al.: lr 1e-4, batch 64), MSE over every predicted position;
 * optional curriculum (Garg et al. Section 3: dimensions 5 -> 20 and points 11 -> 41,
   stepped every 2,000 steps);

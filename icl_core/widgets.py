@@ -58,19 +58,11 @@ class BaselineExplorer:
     def widget(self):
         """The live explorer: sliders for d, n_max and noise over the figure."""
         import ipywidgets as W
-        d = W.IntSlider(value=self.d, min=1, max=20, description="d")
-        n_max = W.IntSlider(value=self.n_max, min=5, max=60, description="n max")
-        noise = W.FloatSlider(value=self.noise, min=0.0, max=2.0, step=0.1, description="noise")
-        image = W.Image(value=_png(self.figure()), format="png")
-
-        def redraw(_change):
-            self.d, self.n_max, self.noise = d.value, n_max.value, noise.value
-            image.value = _png(self.figure())
-
-        for s in (d, n_max, noise):
-            s.observe(redraw, names="value")
-        self._widget = W.VBox([W.HBox([d, n_max, noise]), image])
-        return self._widget
+        controls = {"d": W.IntSlider(value=self.d, min=1, max=20, description="d"),
+                    "n_max": W.IntSlider(value=self.n_max, min=5, max=60, description="n max"),
+                    "noise": W.FloatSlider(value=self.noise, min=0.0, max=2.0, step=0.1,
+                                           description="noise")}
+        return _live(self, controls, [["d", "n_max", "noise"]])
 
 
 class LSAExplorer:
@@ -143,20 +135,29 @@ class LSAExplorer:
     def widget(self):
         """The live explorer: sliders for N, M, c and the train / test covariance kinds."""
         import ipywidgets as W
-        N = W.IntSlider(value=self.N, min=2, max=200, description="train N")
-        M = W.IntSlider(value=self.M, min=1, max=200, description="test M")
-        c = W.FloatSlider(value=self.c, min=0.25, max=9.0, step=0.25, description="scale c")
-        tr = W.Dropdown(options=["identity", "random"], value=self.train, description="train cov")
-        te = W.Dropdown(options=["identity", "random"], value=self.test, description="test cov")
-        image = W.Image(value=_png(self.figure()), format="png")
+        kinds = ["identity", "random"]
+        controls = {"N": W.IntSlider(value=self.N, min=2, max=200, description="train N"),
+                    "M": W.IntSlider(value=self.M, min=1, max=200, description="test M"),
+                    "c": W.FloatSlider(value=self.c, min=0.25, max=9.0, step=0.25, description="scale c"),
+                    "train": W.Dropdown(options=kinds, value=self.train, description="train cov"),
+                    "test": W.Dropdown(options=kinds, value=self.test, description="test cov")}
+        return _live(self, controls, [["N", "M", "c"], ["train", "test"]])
 
-        def redraw(_change):
-            self.N, self.M, self.c, self.train, self.test = N.value, M.value, c.value, tr.value, te.value
-            image.value = _png(self.figure())
 
-        for s in (N, M, c, tr, te):
-            s.observe(redraw, names="value")
-        return W.VBox([W.HBox([N, M, c]), W.HBox([tr, te]), image])
+def _live(explorer, controls: dict, rows: list[list[str]]):
+    """Controls over the explorer's figure (a PNG in an ``Image`` widget): each change sets
+    the explorer's attribute of the same name and redraws."""
+    import ipywidgets as W
+    image = W.Image(value=_png(explorer.figure()), format="png")
+
+    def redraw(_change):
+        for name, control in controls.items():
+            setattr(explorer, name, control.value)
+        image.value = _png(explorer.figure())
+
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    return W.VBox([*(W.HBox([controls[n] for n in row]) for row in rows), image])
 
 
 def _png(fig) -> bytes:

@@ -23,10 +23,11 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .base import InContextModel
 from ..validation import check_choice, check_float, check_int
 
 
-class LSA(nn.Module):
+class LSA(InContextModel):
     """Args: d; param in {"structured", "full"}; sigma and theta: Assumption 3's initial
     ``W^PV(0) = sigma e_{d+1} e_{d+1}^T``, ``W^KQ(0) = sigma [[Theta Theta^T, 0], [0, 0]]``
     (``theta`` a (d, d) matrix, normalised so ``||Theta Theta^T||_F = 1``; default I/sqrt(d));
@@ -89,17 +90,6 @@ class LSA(nn.Module):
         ctx = ((kq_zq @ C.transpose(1, 2)) * v).sum(-1)            # v^T C W^KQ z_q
         own = (zq @ v) * (zq * kq_zq).sum(-1)                      # (v^T z_q)(z_q^T W^KQ z_q)
         return (ctx + own) / n
-
-    def target_of(self, y: torch.Tensor, n_context: int) -> torch.Tensor:
-        return y[:, n_context:]
-
-    def predict(self, prompt) -> torch.Tensor:
-        if prompt.d != self.d:
-            raise ValueError(f"x has d={prompt.d} but the model was built for d={self.d}")
-        return self(prompt.x, prompt.y, prompt.n_context)
-
-    def targets(self, prompt) -> torch.Tensor:
-        return self.target_of(prompt.y, prompt.n_context)
 
     @classmethod
     def from_matrices(cls, W_KQ, W_PV) -> "LSA":

@@ -16,10 +16,11 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .base import InContextModel
 from ..validation import check_choice, check_float, check_int
 
 
-class SoftmaxUnit(nn.Module):
+class SoftmaxUnit(InContextModel):
     """Args: d; attention in {"softmax", "linear"}; param in {"tied", "untied", "M"};
     init_scale: the initial ``W`` (or ``M``) is ``init_scale * I``.
 
@@ -62,15 +63,3 @@ class SoftmaxUnit(nn.Module):
         scores = (x[..., n:, :] @ M) @ x[..., :n, :].transpose(-1, -2)   # (.., B, q, n)
         weights = scores.softmax(-1) if self.attention == "softmax" else scores
         return (weights @ y[..., :n].unsqueeze(-1)).squeeze(-1)          # (.., B, q)
-
-    def target_of(self, y: torch.Tensor, n_context: int) -> torch.Tensor:
-        """The labels the predictions are scored against: the queries' ``(B, q)``."""
-        return y[..., n_context:]
-
-    def predict(self, prompt) -> torch.Tensor:
-        if prompt.d != self.d:
-            raise ValueError(f"x has d={prompt.d} but the model was built for d={self.d}")
-        return self(prompt.x, prompt.y, prompt.n_context)
-
-    def targets(self, prompt) -> torch.Tensor:
-        return self.target_of(prompt.y, prompt.n_context)

@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..embed import Layout
+from .base import InContextModel
 from ..validation import check_choice, check_int
 
 
@@ -71,7 +72,7 @@ class Block(nn.Module):
         return h + self.mlp(self.ln2(h)) if self.mlp is not None else h
 
 
-class Transformer(nn.Module):
+class Transformer(InContextModel):
     """Small multi-head transformer for in-context regression.
 
     Args:
@@ -142,14 +143,6 @@ class Transformer(nn.Module):
         out = self.read_out(self.ln_f(h)).squeeze(-1)  # (B, S)
         return self.layout.predictions(out, n_context)
 
-    def predict(self, prompt) -> torch.Tensor:
-        """``forward`` on a :class:`~icl_core.prompts.Prompt`."""
-        return self(prompt.x, prompt.y, prompt.n_context)
-
     def target_of(self, y: torch.Tensor, n_context: int) -> torch.Tensor:
         """The labels ``forward(x, y, n_context)`` is scored against, same shape."""
         return self.layout.targets(y, n_context)
-
-    def targets(self, prompt) -> torch.Tensor:
-        """The labels ``predict(prompt)`` is scored against, same shape."""
-        return self.target_of(prompt.y, prompt.n_context)

@@ -1,0 +1,26 @@
+"""The explorers: a static figure for the HTML book, and live controls that redraw."""
+import matplotlib
+import pytest
+
+from icl_core.widgets import BaselineExplorer, LSAExplorer
+
+
+@pytest.mark.parametrize("explorer, control_row, index, value, attr", [
+    (BaselineExplorer(d=3, n_max=8, n_prompts=40), 0, 1, 12, "n_max"),
+    (LSAExplorer(n_prompts=200), 0, 2, 2.0, "c"),
+    (LSAExplorer(n_prompts=200), 1, 0, "identity", "train"),
+])
+def test_controls_redraw(explorer, control_row, index, value, attr):
+    box = explorer.widget()
+    image = box.children[-1]
+    before = image.value
+    box.children[control_row].children[index].value = value
+    assert getattr(explorer, attr) == value
+    assert image.value != before and image.value[:4] == b"\x89PNG"
+
+
+def test_static_figures():
+    for e in (BaselineExplorer(n_prompts=40), LSAExplorer(train="identity", test="identity", n_prompts=200)):
+        fig = e.figure()
+        assert isinstance(fig, matplotlib.figure.Figure)
+        assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
