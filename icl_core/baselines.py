@@ -105,6 +105,18 @@ def gd(x_ctx, y_ctx, x_q, steps: int = 1, lr: float = 1.0, preconditioner=None):
     return _linear_predict(w, x_q)
 
 
+def nadaraya_watson(x_ctx, y_ctx, x_q, bandwidth: float = 1.0):
+    """Nadaraya-Watson kernel smoother ``sum_i K(x_q, x_i) y_i / sum_j K(x_q, x_j)`` with the
+    Gaussian kernel ``K = exp(-||x - x'||^2 / bandwidth)``. On the unit sphere it equals the
+    softmax unit with ``M = w I``, ``w = 2 / bandwidth`` (Collins et al. Section B.1)."""
+    _check(x_ctx, y_ctx, x_q)
+    bandwidth = check_float("bandwidth", bandwidth, minimum=0.0, strict=True)
+    if x_ctx.shape[1] == 0:
+        return torch.zeros(x_q.shape[:2], dtype=x_q.dtype, device=x_q.device)
+    logits = -torch.cdist(x_q, x_ctx) ** 2 / bandwidth            # (B, q, n)
+    return (torch.softmax(logits, -1) @ y_ctx.unsqueeze(-1)).squeeze(-1)
+
+
 def prefix_predictions(baseline, x: torch.Tensor, y: torch.Tensor, **kwargs) -> torch.Tensor:
     """Predict every point from the points before it: ``(B, T, d), (B, T) -> (B, T)``;
     entry ``[:, i]`` is ``baseline(x[:, :i], y[:, :i], x[:, i:i+1])``."""
@@ -112,4 +124,5 @@ def prefix_predictions(baseline, x: torch.Tensor, y: torch.Tensor, **kwargs) -> 
     return torch.stack(cols, dim=1)
 
 
-BASELINES = {"ols": ols, "ridge": ridge, "knn": knn, "averaging": averaging, "gd": gd}
+BASELINES = {"ols": ols, "ridge": ridge, "knn": knn, "averaging": averaging, "gd": gd,
+             "nadaraya_watson": nadaraya_watson}

@@ -82,6 +82,7 @@ class TrainResult:
     wall_time_s: float
     checkpoint: str | None = None
     config: dict = field(default_factory=dict)
+    trace: list = field(default_factory=list)   # [(step, trace(models)), ...] if asked for
 
 
 def progress_enabled() -> bool:
@@ -210,7 +211,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
           checkpoint_path: str | Path | None = None, resume: bool = True, device=None,
           grad_clip: float | None = None, weight_decay: float = 0.0,
           lr_decay: float | None = None, progress: bool | None = None,
-          compile: bool = False) -> TrainResult:
+          compile: bool = False, trace=None, trace_every: int = 0) -> TrainResult:
     """Train ``model`` (or a list of K models, together) on prompts from ``sampler``.
 
     Args:
@@ -235,6 +236,9 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         device: ``None``/"auto" picks cuda, then mps, then cpu.
         grad_clip: clip each run's global gradient norm to this value.
         lr_decay: multiply the learning rate by this factor every step (ExponentialLR).
+        trace: ``f(models) -> value`` called on the (list of) models at step 0 and every
+            ``trace_every`` steps (e.g. the norm of M, a test error); the values are in
+            ``TrainResult.trace`` as ``(step, value)`` pairs. Tracing is not checkpointed.
         compile: run the model through ``torch.compile`` (single models only), falling back
             to eager mode with a warning if compiling fails. Off by default: on small CPUs it
             costs tens of seconds and did not pay off (see ``benchmarks/``).
@@ -298,6 +302,16 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                       "model_config": getattr(models[0], "config", None)}, ckpt)
         return str(ckpt)
 
+    trace_every = check_int("trace_every", trace_every, minimum=0)
+    if trace is not None and not trace_every:
+        raise ValueError("trace_every must be an integer >= 1 when trace is given, got 0")
+    traced = []
+
+    def record(step):
+        runs.write_back()
+        with torch.no_grad():
+            traced.append((step, trace(runs.models if K > 1 else runs.models[0])))
+
     show = progress_enabled() if progress is None else progress
     bar = None
     if show:
@@ -308,6 +322,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     for m in runs.models:
         m.train()
     for step in range(start, steps):
+        if trace is not None and step % trace_every == 0:
+            record(step)
         d_active, T = curriculum.at(step) if curriculum is not None else (None, n_points)
         n_context = T - min(n_queries, T - 1)
         if shared_sampler:
@@ -343,6 +359,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         bar.close()
     if ckpt is not None and start < steps:
         last_good = save(steps)
+    if trace is not None and start < steps:
+        record(steps)
     runs.write_back()
     for m in runs.models:
         m.eval()
@@ -351,4 +369,5 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                        dev.type, time.perf_counter() - t0, last_good,
                        {"batch_size": batch_size, "lr": lr, "n_points": n_points,
                         "n_queries": n_queries, "lr_decay": lr_decay, "n_runs": K,
-                        "curriculum": None if curriculum is None else vars(curriculum)})
+                        "curriculum": None if curriculum is None else vars(curriculum)},
+                       traced)

@@ -140,3 +140,13 @@ def test_draw_runs_respects_subclass_overrides():
     from icl_core import Streams
     x, y = FixedW(3).draw_runs([Streams.from_seed(1), Streams.from_seed(2)], 2, 5)
     assert torch.allclose(y, x.sum(-1))
+
+
+def test_trace_records_steps_and_sees_current_weights():
+    fit = train(units(2), LinearRegression(3), steps=10, batch_size=4, lr=0.1, n_points=6,
+                trace=lambda ms: [float(m.M.norm()) for m in ms], trace_every=4)
+    assert [s for s, _ in fit.trace] == [0, 4, 8, 10]
+    assert fit.trace[0][1][0] == pytest.approx(1e-6 * 3 ** 0.5, rel=1e-4)   # M_0 = (1e-3 I)^2
+    assert fit.trace[-1][1][0] > fit.trace[0][1][0]
+    with pytest.raises(ValueError, match="trace_every"):
+        train(SoftmaxUnit(3), LinearRegression(3), steps=2, n_points=5, trace=len)

@@ -1,13 +1,15 @@
 """Task families, all with the :class:`TaskSampler` interface.
 
 ``make_task(name, **kwargs)`` builds one by name: ``"linear"``, ``"noisy_linear"`` (linear
-with ``noise_std`` required > 0), ``"sparse_linear"``.
+with ``noise_std`` required > 0), ``"sparse_linear"``, ``"lipschitz"``, ``"low_rank"``.
 """
 from .base import TaskSampler
 from .linear import LinearRegression
+from .lipschitz import LipschitzTask, LowRankTask
 from .sparse import SparseLinearRegression
 
-TASKS = {"linear": LinearRegression, "sparse_linear": SparseLinearRegression}
+TASKS = {"linear": LinearRegression, "sparse_linear": SparseLinearRegression,
+         "lipschitz": LipschitzTask, "low_rank": LowRankTask}
 
 
 def make_task(name: str, **kwargs) -> TaskSampler:
@@ -22,4 +24,5 @@ def make_task(name: str, **kwargs) -> TaskSampler:
     return TASKS[name](**kwargs)
 
 
-__all__ = ["TaskSampler", "LinearRegression", "SparseLinearRegression", "make_task", "TASKS"]
+__all__ = ["TaskSampler", "LinearRegression", "SparseLinearRegression", "LipschitzTask",
+           "LowRankTask", "make_task", "TASKS"]

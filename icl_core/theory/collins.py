@@ -1,0 +1,117 @@
+"""Monte Carlo theory for Collins et al., *Softmax Attention Adapts to Function
+Lipschitzness* (NeurIPS 2024).
+
+The softmax unit with ``M = w I`` on the unit sphere predicts
+``y_hat = sum_i y_i a_i``, ``a_i = exp(w x_i^T x) / sum_j exp(w x_j^T x)``. Its ICL loss against
+the clean target splits exactly (the noise is independent of the weights):
+
+    L(w) = E (sum_i a_i f(x_i) - f(x))^2  +  sigma^2 E sum_i a_i^2
+         =        signal S(w)             +     sigma^2 N(w).
+
+All functions use common random numbers: one set of tasks and points (from ``seed``) serves
+every ``w``, so differences between windows are not Monte Carlo noise.
+Convention: the library's ``w`` is the scale of ``M``; the weights are
+``exp(-(w/2) ||x_i - x||^2)`` up to a constant, so the paper's appendix ``w_KQ`` is ``w/2``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..tasks.lipschitz import FAMILIES, LipschitzTask
+from ..validation import check_choice, check_float, check_int
+
+DEFAULT_WS = np.concatenate([[0.0], np.geomspace(0.02, 300.0, 90)])
+
+
+def _check(family, L, sigma, n, d):
+    check_choice("family", family, set(FAMILIES) - {"hills"} | ({"hills"} if d == 2 else set()))
+    check_float("L", L, minimum=0.0, strict=True)
+    check_float("sigma", sigma, minimum=0.0)
+    check_int("n", n, minimum=1)
+    check_int("d", d, minimum=1)
+
+
+def _draw(family, L, n, d, num_tasks, seed, covariates="sphere", n_queries=1):
+    """Clean values on common random points: ``x (T, n+q, d)``, ``f (T, n+q)``, float64."""
+    s = LipschitzTask(d, family, L, 0.0, covariates)
+    p = s.sample(check_int("num_tasks", num_tasks, minimum=1), n + n_queries, seed=seed,
+                 n_context=n)
+    return p.x.double(), p.y.double()
+
+
+def loss_terms(ws, family: str, L: float, n: int, d: int, num_tasks: int = 2000,
+               seed: int = 0, covariates: str = "sphere", n_queries: int = 1):
+    """``(S(w), N(w))`` for every ``w`` in ``ws`` (arrays): the signal (bias) term and the
+    noise term per unit noise variance, ``N(w) = E sum_i a_i^2``."""
+    _check(family, L, 0.0, n, d)
+    x, f = _draw(family, L, n, d, num_tasks, seed, covariates, n_queries)
+    cos = x[:, n:] @ x[:, :n].transpose(1, 2)                  # (T, q, n) = x_q^T x_i
+    S, N = [], []
+    for w in np.atleast_1d(ws):
+        a = torch.softmax(float(w) * cos, dim=-1)
+        S.append(float(((a @ f[:, :n, None]).squeeze(-1) - f[:, n:]).pow(2).mean()))
+        N.append(float(a.pow(2).sum(-1).mean()))
+    return np.array(S), np.array(N)
+
+
+def pretraining_loss(w, family: str, L: float, sigma: float, n: int, d: int,
+                     num_tasks: int = 2000, seed: int = 0, covariates: str = "sphere",
+                     n_queries: int = 1):
+    """Monte Carlo ICL loss (eq. ICL) of the softmax unit with ``M = w I_d``, covariates
+    uniform on the sphere (or ``covariates="nonisotropic"``), clean targets; a float for a
+    scalar ``w``, an array for an array of ``w``.
+
+    Raises ``ValueError`` for an unknown family, ``L <= 0``, ``sigma < 0`` or ``n < 1``."""
+    _check(family, L, sigma, n, d)
+    S, N = loss_terms(w, family, L, n, d, num_tasks, seed, covariates, n_queries)
+    total = S + sigma ** 2 * N
+    return float(total[0]) if np.ndim(w) == 0 else total
+
+
+def optimal_window(family: str, L: float, sigma: float, n: int, d: int, ws=None,
+                   num_tasks: int = 2000, seed: int = 0, covariates: str = "sphere") -> float:
+    """The minimising ``w`` of :func:`pretraining_loss` on the grid ``ws`` (default 0 and 90
+    log-spaced values in [0.02, 300]), refined by a parabola through the three grid points
+    around the minimum (in log w)."""
+    _check(family, L, sigma, n, d)
+    ws = DEFAULT_WS if ws is None else np.asarray(ws, float)
+    loss = pretraining_loss(ws, family, L, sigma, n, d, num_tasks, seed, covariates)
+    i = int(np.argmin(loss))
+    if 0 < i < len(ws) - 1 and ws[i - 1] > 0:
+        lw, l3 = np.log(ws[i - 1:i + 2]), loss[i - 1:i + 2]
+        den = (lw[0] - lw[1]) * (lw[0] - lw[2]) * (lw[1] - lw[2])
+        a = (lw[2] * (l3[1] - l3[0]) + lw[1] * (l3[0] - l3[2]) + lw[0] * (l3[2] - l3[1])) / den
+        b = (lw[2] ** 2 * (l3[0] - l3[1]) + lw[1] ** 2 * (l3[2] - l3[0])
+             + lw[0] ** 2 * (l3[1] - l3[2])) / den
+        if a > 0:
+            return float(np.exp(np.clip(-b / (2 * a), lw[0], lw[2])))
+    return float(ws[i])
+
+
+def linear_attention_optimum(family: str, L: float, sigma: float, n: int, d: int,
+                             num_tasks: int = 20000, seed: int = 0, covariates: str = "sphere"):
+    """The best linear attention ``y_hat = sum_i y_i x_i^T M x`` (Remark 2.2): its loss is
+    linear least squares in ``vec(M)`` with features ``vec(sum_i y_i x_i x^T)``. Fitted on
+    ``num_tasks`` tasks, scored on as many fresh ones. Returns ``(loss, M (d, d))``."""
+    _check(family, L, sigma, n, d)
+
+    def features(s):
+        x, f = _draw(family, L, n, d, num_tasks, s, covariates)
+        g = torch.Generator().manual_seed(s + 7919)
+        y = f[:, :n] + sigma * torch.randn(f[:, :n].shape, generator=g, dtype=torch.float64)
+        phi = torch.einsum("ti,tid,te->tde", y, x[:, :n], x[:, n]).reshape(len(x), -1)
+        return phi, f[:, n]
+    phi, target = features(seed)
+    m = torch.linalg.lstsq(phi, target.unsqueeze(-1), driver="gelsd").solution.squeeze(-1)
+    phi2, target2 = features(seed + 1)
+    return float((phi2 @ m - target2).pow(2).mean()), m.reshape(d, d).numpy()
+
+
+def rho(M, B) -> float:
+    """Figure 9's representation error ``||B_perp^T M B_perp||_2 / sigma_min(B^T M B)``: 0 for
+    ``M = c B B^T``, 1 for ``M = c I``."""
+    M, B = np.asarray(M, float), np.asarray(B, float)
+    q, _ = np.linalg.qr(B, mode="complete")
+    B_perp = q[:, B.shape[1]:]
+    return float(np.linalg.norm(B_perp.T @ M @ B_perp, 2) / np.linalg.svd(B.T @ M @ B, compute_uv=False).min())
