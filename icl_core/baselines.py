@@ -113,7 +113,8 @@ def nadaraya_watson(x_ctx, y_ctx, x_q, bandwidth: float = 1.0):
     bandwidth = check_float("bandwidth", bandwidth, minimum=0.0, strict=True)
     if x_ctx.shape[1] == 0:
         return torch.zeros(x_q.shape[:2], dtype=x_q.dtype, device=x_q.device)
-    logits = -torch.cdist(x_q, x_ctx) ** 2 / bandwidth            # (B, q, n)
+    dist = torch.cdist(x_q, x_ctx, compute_mode="donot_use_mm_for_euclid_dist")
+    logits = -dist ** 2 / bandwidth                                # (B, q, n)
     return (torch.softmax(logits, -1) @ y_ctx.unsqueeze(-1)).squeeze(-1)
 
 

@@ -144,6 +144,73 @@ class LSAExplorer:
         return _live(self, controls, [["N", "M", "c"], ["train", "test"]])
 
 
+class WindowExplorer:
+    """Collins et al.'s softmax unit as a nearest-neighbour smoother on the circle (d = 2).
+
+    A two-piece ReLU task of Lipschitz constant L, n noisy context points, and the unit with
+    the population-optimal window ``M = w* I`` for (L, sigma, n) (Monte Carlo). Left: the
+    task, the context, the attention weights the query at angle 0.5 puts on each context point
+    (bars, right axis) and the unit's estimate around the whole circle. Right: the loss, its
+    bias and noise parts against w, with w* marked.
+    """
+
+    def __init__(self, L: float = 1.0, sigma: float = 0.3, n: int = 40, seed: int = 0,
+                 num_tasks: int = 800):
+        self.L, self.sigma, self.n, self.seed, self.num_tasks = L, sigma, n, seed, num_tasks
+
+    def figure(self):
+        import torch
+
+        from .plotting import use_style
+        from .tasks import LipschitzTask
+        from .theory import collins as C
+        use_style()
+        ws = C.DEFAULT_WS
+        S, N = C.loss_terms(ws, "relu", self.L, self.n, 2, self.num_tasks, self.seed)
+        loss = S + self.sigma ** 2 * N
+        w = float(ws[np.argmin(loss)])
+        task = LipschitzTask(2, "relu", self.L, self.sigma)
+        p = task.sample(1, self.n + 1, seed=self.seed + 1)
+        ctx_theta = torch.atan2(p.x[0, :-1, 1], p.x[0, :-1, 0]).numpy()
+        grid = np.linspace(-np.pi, np.pi, 400)
+        gx = torch.tensor(np.stack([np.cos(grid), np.sin(grid)], -1), dtype=torch.float32)[None]
+        clean = task.evaluate(gx, p.task)[0].numpy()
+        a = torch.softmax(w * gx[0] @ p.x[0, :-1].T, -1)              # (400, n)
+        estimate = (a @ p.y[0, :-1]).numpy()
+        q = 0.5
+        xq = torch.tensor([[np.cos(q), np.sin(q)]], dtype=torch.float32)
+        aq = torch.softmax(w * xq @ p.x[0, :-1].T, -1)[0].numpy()
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.8))
+        ax.plot(grid, clean, color="black", lw=1.2, label="task f")
+        ax.scatter(ctx_theta, p.y[0, :-1], s=14, color="0.45", label="noisy context")
+        ax.plot(grid, estimate, color="#1f4e9c", lw=1.5, label=f"softmax estimate, w* = {w:.2f}")
+        ax.axvline(q, color="#c0392b", lw=1, ls=":", label="query")
+        ax2 = ax.twinx()
+        ax2.bar(ctx_theta, aq, width=0.04, color="#d9822b", alpha=0.6)
+        ax2.set_ylabel("attention weight of the query", color="#d9822b")
+        ax2.set_ylim(0, max(0.05, 2.5 * aq.max()))
+        ax.set_xlabel("angle on the circle"); ax.set_ylabel("label")
+        ax.set_title(f"L = {self.L:g}, sigma = {self.sigma:g}, n = {self.n}")
+        ax.legend(fontsize=7, loc="lower left")
+        wsp = ws[1:]
+        bx.loglog(wsp, loss[1:], color="black", label="ICL loss")
+        bx.loglog(wsp, S[1:], "--", color="#1f4e9c", label="bias (signal)")
+        bx.loglog(wsp, self.sigma ** 2 * N[1:], ":", color="#d9822b", label="noise")
+        bx.axvline(max(w, wsp[0]), color="#c0392b", lw=1, label="w*")
+        bx.set_xlabel("window scale w (M = w I)"); bx.set_ylabel("loss")
+        bx.set_title(f"Monte Carlo over {self.num_tasks} tasks"); bx.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+    def widget(self):
+        """The live explorer: sliders for L, sigma and n."""
+        import ipywidgets as W
+        controls = {"L": W.FloatLogSlider(value=self.L, base=10, min=-1, max=1, step=0.1, description="L"),
+                    "sigma": W.FloatSlider(value=self.sigma, min=0.0, max=2.0, step=0.05, description="sigma"),
+                    "n": W.IntSlider(value=self.n, min=4, max=200, description="n")}
+        return _live(self, controls, [["L", "sigma", "n"]])
+
+
 def _live(explorer, controls: dict, rows: list[list[str]]):
     """Controls over the explorer's figure (a PNG in an ``Image`` widget): each change sets
     the explorer's attribute of the same name and redraws."""

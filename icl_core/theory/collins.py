@@ -69,14 +69,10 @@ def pretraining_loss(w, family: str, L: float, sigma: float, n: int, d: int,
     return float(total[0]) if np.ndim(w) == 0 else total
 
 
-def optimal_window(family: str, L: float, sigma: float, n: int, d: int, ws=None,
-                   num_tasks: int = 2000, seed: int = 0, covariates: str = "sphere") -> float:
-    """The minimising ``w`` of :func:`pretraining_loss` on the grid ``ws`` (default 0 and 90
-    log-spaced values in [0.02, 300]), refined by a parabola through the three grid points
-    around the minimum (in log w)."""
-    _check(family, L, sigma, n, d)
-    ws = DEFAULT_WS if ws is None else np.asarray(ws, float)
-    loss = pretraining_loss(ws, family, L, sigma, n, d, num_tasks, seed, covariates)
+def refined_argmin(ws, loss) -> float:
+    """The grid argmin of ``loss(ws)``, refined by a parabola in log w through the three grid
+    points around it (the grid value itself at the ends or at w = 0)."""
+    ws, loss = np.asarray(ws, float), np.asarray(loss, float)
     i = int(np.argmin(loss))
     if 0 < i < len(ws) - 1 and ws[i - 1] > 0:
         lw, l3 = np.log(ws[i - 1:i + 2]), loss[i - 1:i + 2]
@@ -87,6 +83,27 @@ def optimal_window(family: str, L: float, sigma: float, n: int, d: int, ws=None,
         if a > 0:
             return float(np.exp(np.clip(-b / (2 * a), lw[0], lw[2])))
     return float(ws[i])
+
+
+def optimal_window(family: str, L: float, sigma: float, n: int, d: int, ws=None,
+                   num_tasks: int = 2000, seed: int = 0, covariates: str = "sphere") -> float:
+    """The minimising ``w`` of :func:`pretraining_loss` on the grid ``ws`` (default 0 and 90
+    log-spaced values in [0.02, 300]), refined by :func:`refined_argmin`."""
+    _check(family, L, sigma, n, d)
+    ws = DEFAULT_WS if ws is None else np.asarray(ws, float)
+    return refined_argmin(ws, pretraining_loss(ws, family, L, sigma, n, d, num_tasks, seed, covariates))
+
+
+def unit_loss(M, sampler, n: int, num_tasks: int = 4000, seed: int = 0) -> float:
+    """ICL loss of the softmax unit with a given ``M (d, d)`` on tasks from ``sampler`` (any
+    task family; its ``noise_std`` is the sigma): clean-target signal term plus the exact noise
+    term ``sigma^2 E sum_i a_i^2`` (one query per task, common random numbers via ``seed``)."""
+    p = sampler.sample(num_tasks, n + 1, seed=seed)
+    x = p.x.double()
+    f = sampler.evaluate(p.x, p.task).double()
+    a = torch.softmax((x[:, n:] @ torch.as_tensor(M, dtype=torch.float64)) @ x[:, :n].transpose(1, 2), -1)
+    signal = ((a @ f[:, :n, None]).squeeze(-1) - f[:, n:]).pow(2).mean()
+    return float(signal + sampler.noise_std ** 2 * a.pow(2).sum(-1).mean())
 
 
 def linear_attention_optimum(family: str, L: float, sigma: float, n: int, d: int,

@@ -1,0 +1,104 @@
+"""Collins et al.: task families, the softmax unit as Nadaraya-Watson, the Monte Carlo theory."""
+import numpy as np
+import pytest
+import torch
+
+from icl_core import train
+from icl_core.baselines import nadaraya_watson
+from icl_core.models import SoftmaxUnit
+from icl_core.tasks import LipschitzTask, LowRankTask
+from icl_core.theory import collins as C
+
+
+@pytest.mark.parametrize("family", ["affine", "relu", "cosine"])
+def test_lipschitz_tasks_are_L_lipschitz_on_the_sphere(family):
+    s = LipschitzTask(5, family, 2.0)
+    p = s.sample(200, 50, seed=0)
+    assert torch.allclose(p.x.norm(dim=-1), torch.ones(200, 50), atol=1e-5)
+    f = p.y
+    dist = torch.cdist(p.x, p.x)
+    slope = ((f[:, :, None] - f[:, None, :]).abs() / (dist + 1e-9))
+    assert slope.max() <= 2.0 * (1 + 1e-3)
+    if family != "cosine":           # f is exactly L times a fixed random function
+        p1 = LipschitzTask(5, family, 1.0).sample(200, 50, seed=0)
+        assert torch.allclose(p.y, 2 * p1.y, atol=1e-5)
+
+
+def test_hills_and_low_rank_tasks():
+    h = LipschitzTask(2, "hills", 0.0)
+    assert torch.all(h.sample(5, 10, seed=0).y == 0)
+    w = LipschitzTask(2, "hills", 0.0, hills="wrapped")
+    assert torch.allclose(w.sample(5, 10, seed=0).y, torch.ones(5, 10))
+    t = LowRankTask(10, 2, "linear")
+    p = t.sample(100, 20, seed=0)
+    moved = p.x + 0.3 * (t.B_perp @ torch.randn(8)).expand_as(p.x)   # move off col(B)
+    assert torch.allclose(t.evaluate(moved, p.task), p.y, atol=1e-5)
+    assert np.allclose(t.B.T @ t.B, np.eye(2), atol=1e-6) and np.allclose(t.B.T @ t.B_perp, 0, atol=1e-6)
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: LipschitzTask(5, "sine"), "family"),
+    (lambda: LipschitzTask(5, "relu", L=0), "L must be"),
+    (lambda: LipschitzTask(3, "hills"), "d must be 2"),
+    (lambda: LipschitzTask(5, covariates="ball"), "covariates"),
+    (lambda: LowRankTask(5, 5), "k must be"),
+    (lambda: C.pretraining_loss(1.0, "sine", 1.0, 0.1, 20, 5), "family"),
+    (lambda: C.pretraining_loss(1.0, "relu", 0.0, 0.1, 20, 5), "L must be"),
+    (lambda: C.pretraining_loss(1.0, "relu", -1.0, 0.1, 20, 5), "L must be"),
+    (lambda: C.pretraining_loss(1.0, "relu", 1.0, -0.1, 20, 5), "sigma"),
+    (lambda: C.pretraining_loss(1.0, "relu", 1.0, 0.1, 0, 5), "n must be"),
+    (lambda: C.optimal_window("cos", 1.0, 0.1, 20, 5), "family"),
+    (lambda: C.optimal_window("relu", 1.0, 0.1, 0, 5), "n must be"),
+])
+def test_bad_arguments(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_softmax_unit_is_nadaraya_watson_on_the_sphere():
+    p = LipschitzTask(4, "relu", 1.0, 0.2).sample(50, 31, seed=1, n_context=30).to(dtype=torch.float64)
+    p.x = p.x / p.x.norm(dim=-1, keepdim=True)
+    for w in (0.3, 3.0, 40.0):
+        unit = SoftmaxUnit(4, param="M", init_scale=w).double()
+        nw = nadaraya_watson(p.x[:, :30], p.y[:, :30], p.x[:, 30:], bandwidth=2 / w)
+        assert torch.allclose(unit.predict(p), nw, atol=1e-12)
+
+
+def test_pretraining_loss_endpoints_and_split():
+    n, d = 20, 5
+    S, N = C.loss_terms([0.0, 1.0, 5.0, 50.0], "affine", 1.0, n, d, num_tasks=20000, seed=0)
+    assert N[0] == pytest.approx(1 / n, rel=1e-9)                      # a plain average
+    assert S[0] == pytest.approx(1 / (3 * d) * (1 + 1 / n), rel=0.03)   # exact at w = 0
+    assert np.all(np.diff(N) > 0) and N[-1] < 1
+    total = C.pretraining_loss(np.array([0.0, 1.0]), "affine", 1.0, 0.3, n, d, num_tasks=20000, seed=0)
+    assert np.allclose(total, S[:2] + 0.09 * N[:2])
+    assert isinstance(C.pretraining_loss(1.0, "affine", 1.0, 0.3, n, d, num_tasks=100), float)
+
+
+def test_optimal_window_monotone_and_scale_invariant():
+    ws = [C.optimal_window("relu", 1.0, s, 20, 5, num_tasks=1500, seed=1) for s in (0.1, 0.5, 2.0)]
+    assert ws[0] > ws[1] > ws[2]
+    wn = [C.optimal_window("relu", 1.0, 0.5, n, 5, num_tasks=1500, seed=1) for n in (10, 40)]
+    assert wn[1] > wn[0]
+    a = C.optimal_window("affine", 1.0, 0.2, 20, 5, num_tasks=1500, seed=1)
+    b = C.optimal_window("affine", 5.0, 1.0, 20, 5, num_tasks=1500, seed=1)
+    assert a == pytest.approx(b, rel=1e-6)
+
+
+def test_linear_attention_floor():
+    loss, M = C.linear_attention_optimum("affine", 1.0, 0.1, 20, 5, num_tasks=20000, seed=2)
+    assert loss >= (1 / 3) * 0.98 and M.shape == (5, 5)
+    assert C.pretraining_loss(C.DEFAULT_WS, "affine", 1.0, 0.1, 20, 5, num_tasks=2000).min() < 1 / 3
+
+
+def test_rho():
+    B, _ = np.linalg.qr(LowRankTask(6, 2).B.double().numpy())   # orthonormal in float64
+    assert C.rho(3 * B @ B.T, B) < 1e-12
+    assert C.rho(np.eye(6), B) == pytest.approx(1.0)
+
+
+def test_trained_unit_learns_the_subspace():
+    task = LowRankTask(8, 2, "cosine", noise_std=0.01, seed=3)
+    units = [SoftmaxUnit(8) for _ in range(2)]
+    train(units, task, steps=150, batch_size=16, lr=0.1, n_points=27, n_queries=5)
+    assert max(C.rho(u.M.detach().numpy(), task.B.numpy()) for u in units) < 0.2
