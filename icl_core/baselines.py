@@ -118,6 +118,66 @@ def nadaraya_watson(x_ctx, y_ctx, x_q, bandwidth: float = 1.0):
     return (torch.softmax(logits, -1) @ y_ctx.unsqueeze(-1)).squeeze(-1)
 
 
+def _kernel_inputs(x_ctx, y_ctx, x_q):
+    """Accept one prompt ``(n, d), (n,), (q, d)`` or a batch; return batched float64 tensors
+    and whether to squeeze the batch dimension."""
+    x_ctx, y_ctx, x_q = (torch.as_tensor(t) for t in (x_ctx, y_ctx, x_q))
+    single = x_ctx.dim() == 2
+    if single:
+        x_ctx, y_ctx, x_q = x_ctx[None], y_ctx[None], x_q[None]
+    _check(x_ctx, y_ctx, x_q)
+    return x_ctx.double(), y_ctx.double(), x_q.double(), single
+
+
+def functional_gd(x_context, y_context, x_query, kernel="exp", steps: int = 1,
+                  step_size=0.1):
+    """``steps`` iterations of functional gradient descent in the RKHS of ``kernel`` on the
+    in-context loss ``sum_i (y_i - f(x_i))^2``, from ``f_0 = 0`` (Cheng et al. eq. 9):
+    ``f_{l+1} = f_l + r_l sum_i (y_i - f_l(x_i)) K(., x_i)``; returns ``f_steps`` at the queries.
+
+    Args:
+        x_context: ``(n, d)`` or ``(B, n, d)``; y_context: ``(n,)`` or ``(B, n)``;
+            x_query: ``(q, d)`` or ``(B, q, d)``. Output ``(q,)`` or ``(B, q)``, float64.
+        kernel: ``"linear"``, ``"relu"``, ``"exp"``, ``"composite"`` or a callable
+            ``(U, W) -> Gram`` (:func:`icl_core.kernels.gram`).
+        steps: number of iterations (>= 0); step_size: one r, or a sequence of ``steps`` values.
+    """
+    from .kernels import gram
+    steps = check_int("steps", steps, minimum=0)
+    x_ctx, y_ctx, x_q, single = _kernel_inputs(x_context, y_context, x_query)
+    rs = list(step_size) if hasattr(step_size, "__len__") else [float(step_size)] * steps
+    if len(rs) != steps:
+        raise ValueError(f"step_size must be a number or have {steps} entries, got {len(rs)}")
+    K = gram(x_ctx, x_ctx, kernel)                       # (B, n, n)
+    kq = gram(x_q, x_ctx, kernel)                        # (B, q, n)
+    resid = y_ctx.clone()                                # y_i - f_l(x_i)
+    f_q = torch.zeros(x_q.shape[:2], dtype=torch.float64)
+    for r in rs:
+        f_q = f_q + r * (kq @ resid.unsqueeze(-1)).squeeze(-1)
+        resid = resid - r * (K @ resid.unsqueeze(-1)).squeeze(-1)
+    return f_q[0] if single else f_q
+
+
+def gp_posterior_mean(x_context, y_context, x_query, kernel="exp", jitter: float = 0.0):
+    """The Bayes predictor for labels ``N(0, K_+)`` (Cheng et al. eq. 13): for each query,
+    partition the flipped Gram of (context, query) as ``[[K_hat, nu], [nu^T, mu]]`` and return
+    ``nu^T K_hat^+ y`` (pseudo-inverse, so a rank-deficient linear kernel is fine). For a PSD
+    kernel this is the noiseless GP posterior mean. Shapes as :func:`functional_gd`."""
+    from .kernels import flip, gram
+    x_ctx, y_ctx, x_q, single = _kernel_inputs(x_context, y_context, x_query)
+    jitter = check_float("jitter", jitter, minimum=0.0)
+    n = x_ctx.shape[1]
+    out = []
+    for j in range(x_q.shape[1]):
+        pts = torch.cat([x_ctx, x_q[:, j:j + 1]], 1)
+        Kp = flip(gram(pts, pts, kernel)) + jitter * torch.eye(n + 1, dtype=torch.float64)
+        nu = Kp[:, :n, n]
+        out.append((nu.unsqueeze(1) @ torch.linalg.pinv(Kp[:, :n, :n], hermitian=True)
+                    @ y_ctx.unsqueeze(-1))[:, 0, 0])
+    f_q = torch.stack(out, 1)
+    return f_q[0] if single else f_q
+
+
 def prefix_predictions(baseline, x: torch.Tensor, y: torch.Tensor, **kwargs) -> torch.Tensor:
     """Predict every point from the points before it: ``(B, T, d), (B, T) -> (B, T)``;
     entry ``[:, i]`` is ``baseline(x[:, :i], y[:, :i], x[:, i:i+1])``."""

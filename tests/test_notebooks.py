@@ -105,6 +105,7 @@ def test_zhang_theory_monte_carlo_checks(executed_notebooks):
     assert r["loss_mc_rel_err"] < 0.01                       # L = l~ + tr(Lambda)/2
     assert r["grad_mc_rel_err"] < 0.05                       # eq. 27 is the gradient
     assert r["avg_error_max_z"] < 4                          # Theorem 5 averaged, in standard errors
+    assert len(r["lsa_error_mc_rel_err"]) >= 2 and max(r["lsa_error_mc_rel_err"].values()) < 0.05
     assert r["bound_holds"] is True                          # Corollary 6
     assert r["cov_shift_max_rel_err"] < 0.05
     assert r["cov_shift_worse_than_zero_at_c2"] is True
@@ -155,6 +156,7 @@ def test_zhang_shifts(executed_notebooks):
     assert r["orthogonal_query_trained_rms"] < 0.1 * r["orthogonal_query_label_rms"]
     assert r["cov_shift_lsa_at_c3_over_zero"] > 5            # worse than predicting 0
     assert r["cov_shift_ols_max"] < 1e-8                     # OLS does not notice
+    assert r["cov_shift_cov4_over_cov1"] > 10 and r["cov_shift_ols_at_cov4"] < 1e-8
 
 
 def test_zhang_figure1_ci(executed_notebooks):

@@ -121,3 +121,26 @@ def test_structured_lsa_trains_towards_gamma_inverse():
           lr_decay=0.995, n_points=21)
     Gi = np.linalg.inv(Z.gamma(LAM, 20))
     assert np.linalg.norm(m.product().detach().numpy() - Gi) / np.linalg.norm(Gi) < 0.1
+
+
+def test_public_api_on_hand_worked_cases():
+    # isotropic, d = 2, N = 3: Gamma = (1 + 1/3) I + 2/3 I = 2 I
+    assert np.allclose(Z.gamma(np.eye(2), 3), 2 * np.eye(2))
+    kq, pv = Z.global_minimum(np.eye(2), 3)
+    # Gamma^-1 = I/2, ||Gamma^-1||_F = 1/sqrt 2: W_KQ block = 2^{1/4} I / 2, w_PV = 2^{-1/4}
+    assert np.allclose(kq[:2, :2], 2 ** 0.25 / 2 * np.eye(2)) and np.allclose(kq[2], 0) and np.allclose(kq[:, 2], 0)
+    assert pv[2, 2] == pytest.approx(2 ** -0.25) and np.count_nonzero(pv) == 1
+    assert np.allclose(pv[2, 2] * kq[:2, :2], 0.5 * np.eye(2))       # the product is Gamma^-1
+    # error for Lambda = I: d(d+1)/g^2 (1/M + (d+1)/N^2), g = 1 + (d+1)/N = 2
+    assert Z.lsa_error(np.eye(2), 3, 6) == pytest.approx(2 * 3 / 4 * (1 / 6 + 3 / 9))
+    assert Z.lsa_error(torch.eye(2, dtype=torch.float64), 3, 6) == pytest.approx(Z.lsa_error(np.eye(2), 3, 6))
+
+
+@pytest.mark.parametrize("Lam, match", [
+    (np.ones((2, 3)), "square"), (np.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric"),
+    (np.diag([1.0, -1.0]), "positive definite"), (np.zeros((2, 2)), "positive definite"),
+])
+def test_bad_lambda(Lam, match):
+    for call in (lambda: Z.gamma(Lam, 5), lambda: Z.global_minimum(Lam, 5), lambda: Z.lsa_error(Lam, 5, 5)):
+        with pytest.raises(ValueError, match=match):
+            call()

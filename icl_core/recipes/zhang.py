@@ -252,6 +252,10 @@ def shifts_recipe(cfg, device) -> Result:
                    "cov_shift/ols": np.array(cs_ols), "cov_shift/zero": np.array(cs_zero)})
     metrics["cov_shift_max_rel_err"] = float(np.max(np.abs(np.array(cs_mc) - cs_th) / np.array(cs_th)))
     metrics["cov_shift_lsa_at_c3_over_zero"] = cs_mc[-1] / cs_zero[-1]
+    cs = list(cfg["cs"])
+    if 1.0 in cs and 2.0 in cs:   # covariates x 2 = covariance x 4 (Figure 1's c = 4)
+        metrics["cov_shift_cov4_over_cov1"] = cs_mc[cs.index(2.0)] / cs_mc[cs.index(1.0)]
+        metrics["cov_shift_ols_at_cov4"] = cs_ols[cs.index(2.0)]
     metrics["cov_shift_ols_max"] = float(max(cs_ols))
     return Result("zhang.shifts", "", cfg, metrics, arrays)
 

@@ -1,15 +1,16 @@
 """Task families, all with the :class:`TaskSampler` interface.
 
 ``make_task(name, **kwargs)`` builds one by name: ``"linear"``, ``"noisy_linear"`` (linear
-with ``noise_std`` required > 0), ``"sparse_linear"``, ``"lipschitz"``, ``"low_rank"``.
+with ``noise_std`` required > 0), ``"sparse_linear"``, ``"lipschitz"``, ``"low_rank"``, ``"gp"``.
 """
 from .base import TaskSampler
+from .gp import GPTask
 from .linear import LinearRegression
 from .lipschitz import LipschitzTask, LowRankTask
 from .sparse import SparseLinearRegression
 
 TASKS = {"linear": LinearRegression, "sparse_linear": SparseLinearRegression,
-         "lipschitz": LipschitzTask, "low_rank": LowRankTask}
+         "lipschitz": LipschitzTask, "low_rank": LowRankTask, "gp": GPTask}
 
 
 def make_task(name: str, **kwargs) -> TaskSampler:
@@ -25,4 +26,4 @@ def make_task(name: str, **kwargs) -> TaskSampler:
 
 
 __all__ = ["TaskSampler", "LinearRegression", "SparseLinearRegression", "LipschitzTask",
-           "LowRankTask", "make_task", "TASKS"]
+           "LowRankTask", "GPTask", "make_task", "TASKS"]

@@ -14,9 +14,17 @@ from ..validation import check_float, check_int
 
 
 def _lam(Lam) -> np.ndarray:
+    """Lambda as a float64 array: a (d, d) symmetric positive-definite matrix (numpy or torch)."""
+    if hasattr(Lam, "detach"):
+        Lam = Lam.detach().cpu().numpy()
     Lam = np.atleast_2d(np.asarray(Lam, dtype=np.float64))
-    if Lam.shape[0] != Lam.shape[1]:
-        raise ValueError(f"Lam must be a square (d, d) matrix, got shape {Lam.shape}")
+    if Lam.ndim != 2 or Lam.shape[0] != Lam.shape[1]:
+        raise ValueError(f"Lambda must be a square (d, d) matrix, got shape {Lam.shape}")
+    if not np.allclose(Lam, Lam.T, rtol=1e-10, atol=1e-12):
+        raise ValueError("Lambda must be symmetric")
+    if np.linalg.eigvalsh(Lam).min() <= 0:
+        raise ValueError(f"Lambda must be positive definite (smallest eigenvalue "
+                         f"{np.linalg.eigvalsh(Lam).min():.3g})")
     return Lam
 
 
@@ -36,6 +44,19 @@ def limit_matrices(Lam, N: int) -> tuple[np.ndarray, np.ndarray]:
     kq[:d, :d] = Gi / s
     pv[d, d] = s
     return kq, pv
+
+
+def global_minimum(Lam, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (d+1) x (d+1) matrices ``(W_KQ, W_PV)`` of eq. 11, the global minimum gradient flow
+    converges to (Theorem 4); the same as :func:`limit_matrices`."""
+    return limit_matrices(Lam, N)
+
+
+def lsa_error(Lam, N: int, M: int) -> float:
+    """Exact expected squared error (no Monte Carlo) of the LSA at :func:`global_minimum` on a
+    fresh noiseless prompt with M examples, x ~ N(0, Lambda), w ~ N(0, I_d); the same as
+    :func:`averaged_error` (whose arguments are ordered ``M, N, Lam``)."""
+    return averaged_error(M, N, Lam)
 
 
 def lsa_predict(x_ctx, y_ctx, x_q, Lam, N: int) -> np.ndarray:

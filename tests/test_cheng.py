@@ -1,0 +1,111 @@
+"""Cheng, Chen, Sra: kernels, functional GD, the Bayes predictor, the kernel-attention stack."""
+import numpy as np
+import pytest
+import torch
+
+from icl_core import train
+from icl_core.baselines import functional_gd, gp_posterior_mean
+from icl_core.kernels import flip, gram
+from icl_core.models import KernelTransformer
+from icl_core.tasks import GPTask
+
+
+def sphere_points(*shape, seed=0):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def test_kernels_and_flip():
+    x = sphere_points(6, 5)
+    assert torch.allclose(gram(x, x, "linear"), x @ x.T)
+    assert torch.all(gram(x, x, "relu") >= 0)
+    assert torch.allclose(gram(x, x, "exp"), torch.exp(x @ x.T))
+    Kp = flip(gram(x, x, "relu"))
+    assert torch.linalg.eigvalsh(Kp).min() > -1e-12                 # K_+ is PSD
+    Kexp = gram(x, x, "exp")
+    assert torch.allclose(flip(Kexp), Kexp, atol=1e-10)            # unchanged when PSD
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        gram(x, x, "rbf")
+    with pytest.raises(ValueError, match="d >= 5"):
+        gram(x[:, :3], x[:, :3], "composite")
+
+
+def test_functional_gd_by_hand_and_shapes():
+    x, y, xq = sphere_points(4, 3), torch.tensor([1.0, -1.0, 0.5, 2.0], dtype=torch.float64), sphere_points(2, 3, seed=1)
+    K, kq = gram(x, x, "linear"), gram(xq, x, "linear")
+    f1 = 0.3 * kq @ y                                               # one step from f_0 = 0
+    f2 = f1 + 0.2 * kq @ (y - 0.3 * K @ y)
+    assert torch.allclose(functional_gd(x, y, xq, "linear", 1, 0.3), f1)
+    assert torch.allclose(functional_gd(x, y, xq, "linear", 2, [0.3, 0.2]), f2)
+    assert functional_gd(x, y, xq, "exp", 0).abs().max() == 0
+    batched = functional_gd(x[None].repeat(3, 1, 1), y[None].repeat(3, 1), xq[None].repeat(3, 1, 1), "relu", 3, 0.1)
+    assert batched.shape == (3, 2) and torch.allclose(batched[1], functional_gd(x, y, xq, "relu", 3, 0.1))
+    custom = functional_gd(x, y, xq, lambda U, W: (U @ W.transpose(-1, -2)) ** 2, 2, 0.1)
+    assert custom.shape == (2,)
+    with pytest.raises(ValueError, match="steps"):
+        functional_gd(x, y, xq, "exp", -1)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        functional_gd(x, y, xq, "rbf", 1)
+    with pytest.raises(ValueError, match="expected"):
+        functional_gd(x, y[:3], xq, "exp", 1)
+    with pytest.raises(ValueError, match="step_size must be"):
+        functional_gd(x, y, xq, "exp", 2, [0.1])
+
+
+def test_functional_gd_converges_to_the_bayes_predictor():
+    """Proposition 3.4: with step 1/lambda_max, many steps reach the GP posterior mean."""
+    x = sphere_points(8, 9, 5, seed=2)
+    K = gram(x, x, "exp")
+    y = (torch.linalg.cholesky(K + 1e-9 * torch.eye(9)) @ torch.randn(8, 9, 1, dtype=torch.float64,
+         generator=torch.Generator().manual_seed(3))).squeeze(-1)
+    bayes = gp_posterior_mean(x[:, :8], y[:, :8], x[:, 8:], "exp")
+    r = 1 / torch.linalg.eigvalsh(K[:, :8, :8]).max()
+    gaps = [(functional_gd(x[:, :8], y[:, :8], x[:, 8:], "exp", s, float(r)) - bayes).abs().max().item()
+            for s in (1, 10, 100, 3000)]
+    assert gaps[0] > gaps[1] > gaps[2] > gaps[3] and gaps[3] < 1e-3
+
+
+def test_gp_posterior_mean_linear_kernel_is_exact_beyond_d():
+    x = sphere_points(10, 4, seed=4)
+    w = torch.randn(4, dtype=torch.float64)
+    y = x @ w
+    pred = gp_posterior_mean(x[:9], y[:9], x[9:], "linear")
+    assert torch.allclose(pred, y[9:], atol=1e-8)
+
+
+@pytest.mark.parametrize("activation", ["linear", "relu", "exp"])
+def test_proposition_31_transformer_is_functional_gd(activation):
+    x, y = sphere_points(3, 11, 5, seed=5), torch.randn(3, 11, dtype=torch.float64)
+    steps = [0.4, 0.1, 0.25, 0.05, 0.3]
+    m = KernelTransformer.functional_gd(5, steps, activation)
+    for k, Y in enumerate(m.layers(x, y, 10)):
+        ref = functional_gd(x[:, :10], y[:, :10], x[:, 10:], activation, k + 1, steps[:k + 1])
+        assert (-Y[:, 10:] - ref).abs().max() < 1e-10
+        assert torch.allclose(Y[:, :10], y[:, :10] - functional_gd(x[:, :10], y[:, :10], x[:, :10], activation, k + 1, steps[:k + 1]))
+
+
+def test_two_heads_implement_the_sum_kernel():
+    """Proposition D.1: heads with kernels K1, K2 and equal steps = functional GD for K1 + K2."""
+    x, y = sphere_points(2, 9, 5, seed=6), torch.randn(2, 9, dtype=torch.float64)
+    m = KernelTransformer(5, 3, ["exp", "linear"], fix_A=True, init_std=0.0, normalize=False).double()
+    with torch.no_grad():
+        m.r.fill_(-0.1)
+        m.B.copy_(torch.eye(5).expand_as(m.B)); m.C.copy_(torch.eye(5).expand_as(m.C))
+    sum_kernel = lambda U, W: gram(U, W, "exp") + gram(U, W, "linear")
+    ref = functional_gd(x[:, :8], y[:, :8], x[:, 8:], sum_kernel, 3, 0.1)
+    assert (m(x, y, 8) - ref).abs().max() < 1e-10
+
+
+def test_gp_task_and_training_step():
+    t = GPTask(5, "exp", seed=1)
+    p = t.sample(64, 9, seed=0)
+    assert p.x.shape == (64, 9, 5) and torch.allclose(p.x @ t.inv_sqrt_sigma, p.task["xi"], atol=1e-5)
+    assert torch.allclose(p.task["xi"].norm(dim=-1), torch.ones(64, 9), atol=1e-5)
+    with pytest.raises(ValueError, match="d must be 5"):
+        GPTask(4, "exp")
+    with pytest.raises(ValueError, match="activation"):
+        KernelTransformer(5, 2, ["tanh"])
+    torch.manual_seed(0)
+    models = [KernelTransformer(5, 2, ["relu"]) for _ in range(2)]
+    fit = train(models, t, steps=5, batch_size=32, lr=0.01, n_points=9)
+    assert fit.losses.shape == (2, 5) and np.isfinite(fit.losses).all()
