@@ -99,7 +99,7 @@ def test_two_heads_implement_the_sum_kernel():
 def test_gp_task_and_training_step():
     t = GPTask(5, "exp", seed=1)
     p = t.sample(64, 9, seed=0)
-    assert p.x.shape == (64, 9, 5) and torch.allclose(p.x @ t.inv_sqrt_sigma, p.task["xi"], atol=1e-5)
+    assert p.x.shape == (64, 9, 5) and torch.allclose(p.x.double() @ t.inv_sqrt_sigma, p.task["xi"].double(), atol=1e-5)
     assert torch.allclose(p.task["xi"].norm(dim=-1), torch.ones(64, 9), atol=1e-5)
     with pytest.raises(ValueError, match="d must be 5"):
         GPTask(4, "exp")
@@ -109,3 +109,18 @@ def test_gp_task_and_training_step():
     models = [KernelTransformer(5, 2, ["relu"]) for _ in range(2)]
     fit = train(models, t, steps=5, batch_size=32, lr=0.01, n_points=9)
     assert fit.losses.shape == (2, 5) and np.isfinite(fit.losses).all()
+
+
+def test_theorems_45_46_stationary_points_exact_on_a_symmetrised_batch():
+    from icl_core.theory import cheng as T
+    task = GPTask(5, "relu", seed=0)
+    x, y = T.augmented_batch(task, 2, 9, seed=1)
+    for act in ("relu", "softmax"):
+        m = T.model_on_family(task, 2, act, [0.7, 1.3], [-0.4, -0.2], a=[0.1, -0.2])
+        g = T.full_gradient(m, x, y, 8)
+        assert T.off_family_residual(g["B"], task.sqrt_sigma) < 1e-10    # grad_B along Sigma^{1/2}
+        assert T.off_family_residual(g["A"], torch.eye(5, dtype=torch.float64)) < 1e-10
+    model, hist = T.fit_scalars(task, x, y, 8, 2, "relu")
+    g_opt = T.full_gradient(model, x, y, 8)
+    norm = lambda g: float(sum(v.norm() ** 2 for v in g.values()) ** 0.5)
+    assert hist[-1] < hist[0] and norm(g_opt) < 1e-6

@@ -15,7 +15,7 @@ import torch
 from ..kernels import KERNELS, flip, gram
 from ..validation import check_choice, check_int
 from .base import TaskSampler
-from .lipschitz import random_subspace, sphere
+from .lipschitz import sphere
 
 
 class GPTask(TaskSampler):
@@ -33,9 +33,11 @@ class GPTask(TaskSampler):
             if self.d != 5:
                 raise ValueError(f"d must be 5 for sigma='paper', got {self.d}")
             root = torch.tensor([1.0, 1.0, 0.5, 1.5, 1.0])
-        U = random_subspace(self.d, self.d, check_int("seed", seed, minimum=0)).T
-        self.sqrt_sigma = U.T @ torch.diag(root) @ U          # symmetric Sigma^{1/2}
-        self.inv_sqrt_sigma = U.T @ torch.diag(1 / root) @ U
+        g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+        U, _ = torch.linalg.qr(torch.randn(self.d, self.d, generator=g, dtype=torch.float64))
+        root = root.double()
+        self.sqrt_sigma = U @ torch.diag(root) @ U.T          # symmetric Sigma^{1/2}, float64
+        self.inv_sqrt_sigma = U @ torch.diag(1 / root) @ U.T
 
     def draw(self, streams, batch_size, n_points, d_active=None):
         xi = sphere(batch_size, n_points, self.d, streams.x).double()
@@ -44,7 +46,7 @@ class GPTask(TaskSampler):
         root = evecs * evals.clamp(min=0).sqrt().unsqueeze(-2)
         z = torch.randn(batch_size, n_points, 1, generator=streams.task, dtype=torch.float64)
         y = (root @ z).squeeze(-1).float()
-        x = xi.float() @ self.sqrt_sigma
+        x = (xi @ self.sqrt_sigma).float()
         return x, y, {"xi": xi.float()}
 
     def draw_runs(self, streams, batch_size, n_points, d_active=None):
