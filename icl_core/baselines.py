@@ -140,12 +140,19 @@ def functional_gd(x_context, y_context, x_query, kernel="exp", steps: int = 1,
             x_query: ``(q, d)`` or ``(B, q, d)``. Output ``(q,)`` or ``(B, q)``, float64.
         kernel: ``"linear"``, ``"relu"``, ``"exp"``, ``"composite"`` or a callable
             ``(U, W) -> Gram`` (:func:`icl_core.kernels.gram`).
-        steps: number of iterations (>= 0); step_size: one r, or a sequence of ``steps`` values.
+        steps: number of iterations (>= 0); step_size: one r, a sequence of ``steps`` values,
+            or a ``(B,)`` tensor of per-prompt steps used at every iteration.
     """
     from .kernels import gram
     steps = check_int("steps", steps, minimum=0)
     x_ctx, y_ctx, x_q, single = _kernel_inputs(x_context, y_context, x_query)
-    rs = list(step_size) if hasattr(step_size, "__len__") else [float(step_size)] * steps
+    if torch.is_tensor(step_size) and step_size.dim() == 1 and not single:
+        if len(step_size) != x_ctx.shape[0]:
+            raise ValueError(f"a per-prompt step_size must have B = {x_ctx.shape[0]} entries, "
+                             f"got {len(step_size)}")
+        rs = [step_size.double()[:, None]] * steps
+    else:
+        rs = list(step_size) if hasattr(step_size, "__len__") else [float(step_size)] * steps
     if len(rs) != steps:
         raise ValueError(f"step_size must be a number or have {steps} entries, got {len(rs)}")
     K = gram(x_ctx, x_ctx, kernel)                       # (B, n, n)

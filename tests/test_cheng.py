@@ -124,3 +124,13 @@ def test_theorems_45_46_stationary_points_exact_on_a_symmetrised_batch():
     g_opt = T.full_gradient(model, x, y, 8)
     norm = lambda g: float(sum(v.norm() ** 2 for v in g.values()) ** 0.5)
     assert hist[-1] < hist[0] and norm(g_opt) < 1e-6
+
+
+def test_per_prompt_step_sizes():
+    x, y, xq = sphere_points(3, 6, 4, seed=7), torch.randn(3, 6, dtype=torch.float64), sphere_points(3, 2, 4, seed=8)
+    r = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    batched = functional_gd(x, y, xq, "exp", 4, r)
+    for b in range(3):
+        assert torch.allclose(batched[b], functional_gd(x[b], y[b], xq[b], "exp", 4, float(r[b])))
+    with pytest.raises(ValueError, match="per-prompt"):
+        functional_gd(x, y, xq, "exp", 2, r[:2])
