@@ -17,6 +17,12 @@ TINY = {
                             mc_tasks=50, ns=[5, 10]),
     "collins.figure5": dict(steps=10, seeds=2, trace_every=5, test_tasks=50, n=20),
     "collins.figure9": dict(steps=10, seeds=2, trace_every=5, test_tasks=20),
+    "cheng.figure1": dict(seeds=2, batch_size=16, pool=2, steps=3, test_prompts=20, ns=[4],
+                          kernels=["relu"], activations=["exp", "softmax"]),
+    "cheng.figure2": dict(seeds=2, batch_size=16, pool=2, steps=3, test_prompts=20, depths=[1, 2]),
+    "cheng.figure3": dict(seeds=2, batch_size=16, pool=2, steps=4, test_prompts=20, trace_every=2,
+                          pairs=[["exp", "softmax"], ["relu", "linear"]]),
+    "cheng.figure4": dict(seeds=2, batch_size=16, pool=2, steps=3, test_prompts=20, depths=[1]),
 }
 
 

@@ -31,7 +31,9 @@ def _scores(S: torch.Tensor, activation: str) -> torch.Tensor:
     if activation == "relu":
         return S.clamp(min=0)
     if activation == "exp":
-        return torch.exp(S)
+        # overflow guard (the authors' code rescales Z instead): scores above 10 are rare and
+        # only appear when training blows up the covariates through A; exact below
+        return torch.exp(S.clamp(max=10.0))
     return torch.softmax(S, dim=1)
 
 

@@ -79,4 +79,4 @@ def run(name: str, scale: str = "ci", device=None, out: str | Path | None = None
 
 
 def _load_all():
-    from . import collins, foundations, zhang  # noqa: F401  (registers their recipes)
+    from . import cheng, collins, foundations, zhang  # noqa: F401  (registers their recipes)
