@@ -52,6 +52,12 @@ def bayes_loss(cfg, data_kernel, n) -> float:
     return float(((pred - test.y[:, n].double()) ** 2).mean())
 
 
+def _depth_sweep(cfg, kernel, n, activations, depths, device, tag) -> np.ndarray:
+    """Log test losses ``(len(depths), seeds)`` of models with these heads at each depth."""
+    return np.array([np.log(_train_eval(cfg, kernel, n, activations, L, device, tag=tag)[1])
+                     for L in depths])
+
+
 COMMON_CI = dict(seeds=2, batch_size=256, pool=20, steps=200, lr=0.01, test_prompts=2000, seed=0)
 COMMON_PAPER = dict(seeds=3, batch_size=30000, pool=10, steps=20000, lr=0.01, test_prompts=30000, seed=0)
 
@@ -101,9 +107,9 @@ def figure2_recipe(cfg, device) -> Result:
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, n))
         for act in cfg["activations"]:
-            logs = [np.log(_train_eval(cfg, kernel, n, [act], L, device, tag=2)[1]) for L in cfg["depths"]]
-            arrays[f"{kernel}/{act}"] = np.array(logs)
-            metrics[f"{kernel}_{act}_log_loss"] = np.array(logs).mean(1).tolist()
+            logs = _depth_sweep(cfg, kernel, n, [act], cfg["depths"], device, tag=2)
+            arrays[f"{kernel}/{act}"] = logs
+            metrics[f"{kernel}_{act}_log_loss"] = logs.mean(1).tolist()
         metrics[f"{kernel}_log_bayes"] = float(np.log(arrays[f"{kernel}/bayes"]))
     return Result("cheng.figure2", "", cfg, metrics, arrays)
 
@@ -162,8 +168,8 @@ def figure4_recipe(cfg, device) -> Result:
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, cfg["n"]))
         for name, acts in models.items():
-            logs = [np.log(_train_eval(cfg, kernel, cfg["n"], acts, L, device, tag=4)[1]) for L in cfg["depths"]]
-            arrays[f"{kernel}/{name}"] = np.array(logs)
-            metrics[f"{kernel}_{name}_log_loss"] = np.array(logs).mean(1).tolist()
+            logs = _depth_sweep(cfg, kernel, cfg["n"], acts, cfg["depths"], device, tag=4)
+            arrays[f"{kernel}/{name}"] = logs
+            metrics[f"{kernel}_{name}_log_loss"] = logs.mean(1).tolist()
         metrics[f"{kernel}_log_bayes"] = float(np.log(arrays[f"{kernel}/bayes"]))
     return Result("cheng.figure4", "", cfg, metrics, arrays)

@@ -94,6 +94,14 @@ def training_recipe(cfg, device) -> Result:
 
 
 
+def predict64(model, x, y, n_context: int) -> torch.Tensor:
+    """``model(x, y, n_context)`` computed in float64 (parameters cast on the fly, the model
+    itself untouched), without gradients."""
+    params = {k: v.detach().double() for k, v in model.named_parameters()}
+    with torch.no_grad():
+        return torch.func.functional_call(model, params, (x.double(), y.double(), n_context))
+
+
 def _lsa_error(model, sampler, M: int, n_prompts: int, seed: int, y_fn=None) -> np.ndarray:
     """Per-prompt squared error ``(y_hat - <w, x_q>)^2`` of ``model`` on prompts of M
     examples + 1 query (labels from ``y_fn(x, w, g)`` if given, else the sampler's)."""
@@ -102,9 +110,7 @@ def _lsa_error(model, sampler, M: int, n_prompts: int, seed: int, y_fn=None) -> 
     w = p.task["w"].double()
     if y_fn is not None:
         y = y_fn(x, w, torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        pred = model.double()(x, y, M)[:, 0]
-    model.float()
+    pred = predict64(model, x, y, M)[:, 0]
     target = (x[:, -1] * w).sum(-1)
     return ((pred - target) ** 2).numpy()
 
@@ -196,9 +202,7 @@ def shifts_recipe(cfg, device) -> Result:
                 x = p.x.double()
                 g = torch.Generator().manual_seed(derive_seed(cfg["seed"], 2, M))
                 y = noisy(x, None, g)
-                with torch.no_grad():
-                    pred = model.double()(x, y, M)[:, 0]
-                model.float()
+                pred = predict64(model, x, y, M)[:, 0]
                 mc.append(float(((pred - y[:, -1]) ** 2).mean()))
                 th.append(Z.linear_task_error_at_P(P, M, Lam, w0, s))
                 th_limit.append(Z.theorem5_error(M, N, Lam, w0, Sigma, s ** 2))
@@ -214,9 +218,7 @@ def shifts_recipe(cfg, device) -> Result:
         x, w = p.x.double().clone(), p.task["w"].double()
         x[:, -1] *= 2.0
         y = (x * w[:, None]).sum(-1)
-        with torch.no_grad():
-            pred = model.double()(x, y, M)[:, 0]
-        model.float()
+        pred = predict64(model, x, y, M)[:, 0]
         qs_mc.append(float(((pred - y[:, -1]) ** 2).mean()))
         qs_th.append(Z.error_at_P(P, M, Lam, 4 * Lam))
     arrays["query_shift/mc"], arrays["query_shift/theory"] = np.array(qs_mc), np.array(qs_th)
@@ -230,20 +232,16 @@ def shifts_recipe(cfg, device) -> Result:
     x[:, -1] = xq
     y = (x * p.task["w"].double()[:, None]).sum(-1)
     limit = LSA.from_matrices(*Z.limit_matrices(Lam, N))
-    with torch.no_grad():
-        metrics["orthogonal_query_limit_max_abs"] = float(limit(x, y, M_orth).abs().max())
-        metrics["orthogonal_query_trained_rms"] = float(model.double()(x, y, M_orth).pow(2).mean().sqrt())
-        metrics["orthogonal_query_label_rms"] = float(y[:, -1].pow(2).mean().sqrt())
-    model.float()
+    metrics["orthogonal_query_limit_max_abs"] = float(predict64(limit, x, y, M_orth).abs().max())
+    metrics["orthogonal_query_trained_rms"] = float(predict64(model, x, y, M_orth).pow(2).mean().sqrt())
+    metrics["orthogonal_query_label_rms"] = float(y[:, -1].pow(2).mean().sqrt())
     # (c) covariate shift: covariates scaled by c
     cs_mc, cs_th, cs_ols, cs_zero = [], [], [], []
     for c in cfg["cs"]:
         p = train_sampler.sample(cfg["n_prompts"] // 4, M_shift + 1, seed=derive_seed(cfg["seed"], 5, int(100 * c)))
         x, w = c * p.x.double(), p.task["w"].double()
         y = (x * w[:, None]).sum(-1)
-        with torch.no_grad():
-            pred = model.double()(x, y, M_shift)[:, 0]
-        model.float()
+        pred = predict64(model, x, y, M_shift)[:, 0]
         cs_mc.append(float(((pred - y[:, -1]) ** 2).mean()))
         cs_th.append(Z.error_at_P(P, M_shift, c ** 2 * Lam, c ** 2 * Lam))
         cs_ols.append(float(((ols(x[:, :-1], y[:, :-1], x[:, -1:])[:, 0] - y[:, -1]) ** 2).mean()))
