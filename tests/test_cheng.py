@@ -134,3 +134,22 @@ def test_per_prompt_step_sizes():
         assert torch.allclose(batched[b], functional_gd(x[b], y[b], xq[b], "exp", 4, float(r[b])))
     with pytest.raises(ValueError, match="per-prompt"):
         functional_gd(x, y, xq, "exp", 2, r[:2])
+
+
+def test_example_covariates_and_relu_net_task():
+    from icl_core.tasks import ReluNetTask
+    from icl_core.tasks.gp import relu_net_covariance
+    g = GPTask(5, "linear", sigma="identity", covariates="gaussian").sample(4000, 3, seed=0)
+    assert abs(g.task["xi"].var().item() - 1) < 0.05 and not torch.allclose(g.task["xi"].norm(dim=-1), torch.ones(4000, 3))
+    mix = GPTask(5, "exp", sigma="identity", covariates="mixture").sample(3000, 6, seed=0).task["xi"]
+    # within a prompt the points share a mean: their average pairwise covariance is I, not 0
+    centred = mix - mix.mean((0, 1))
+    cross = (centred[:, 0] * centred[:, 1]).mean().item()
+    assert abs(cross - 1) < 0.15
+    t = ReluNetTask(3, m=50)
+    p = t.sample(60000, 2, seed=1)
+    emp = (p.y[:, 0] * p.y[:, 1]).mean().item()
+    xs = p.x.double()
+    expected = relu_net_covariance(xs[:, :1], xs[:, 1:], 50)[:, 0, 0].mean().item()
+    assert emp == pytest.approx(expected, rel=0.05)
+    assert (p.y[:, 0] ** 2).mean().item() == pytest.approx(50 / 2, rel=0.05)    # m ||x||^2 / 2

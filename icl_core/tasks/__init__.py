@@ -1,16 +1,17 @@
 """Task families, all with the :class:`TaskSampler` interface.
 
 ``make_task(name, **kwargs)`` builds one by name: ``"linear"``, ``"noisy_linear"`` (linear
-with ``noise_std`` required > 0), ``"sparse_linear"``, ``"lipschitz"``, ``"low_rank"``, ``"gp"``.
+with ``noise_std`` required > 0), ``"sparse_linear"``, ``"lipschitz"``, ``"low_rank"``, ``"gp"``, ``"relu_net"``.
 """
 from .base import TaskSampler
-from .gp import GPTask
+from .gp import GPTask, ReluNetTask
 from .linear import LinearRegression
 from .lipschitz import LipschitzTask, LowRankTask
 from .sparse import SparseLinearRegression
 
 TASKS = {"linear": LinearRegression, "sparse_linear": SparseLinearRegression,
-         "lipschitz": LipschitzTask, "low_rank": LowRankTask, "gp": GPTask}
+         "lipschitz": LipschitzTask, "low_rank": LowRankTask, "gp": GPTask,
+         "relu_net": ReluNetTask}
 
 
 def make_task(name: str, **kwargs) -> TaskSampler:
@@ -26,4 +27,4 @@ def make_task(name: str, **kwargs) -> TaskSampler:
 
 
 __all__ = ["TaskSampler", "LinearRegression", "SparseLinearRegression", "LipschitzTask",
-           "LowRankTask", "GPTask", "make_task", "TASKS"]
+           "LowRankTask", "GPTask", "ReluNetTask", "make_task", "TASKS"]

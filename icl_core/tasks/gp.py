@@ -18,15 +18,31 @@ from .base import TaskSampler
 from .lipschitz import sphere
 
 
+def whitened_covariates(kind: str, batch_size: int, n_points: int, d: int, g) -> torch.Tensor:
+    """The whitened covariates ``xi`` of the paper's examples, float64 ``(B, T, d)``:
+    ``"sphere"`` uniform on the unit sphere (Example 7, the experiments), ``"gaussian"``
+    N(0, I) (Example 4), ``"mixture"`` a per-prompt mean ``mu ~ N(0, I)`` plus N(0, I) noise,
+    not i.i.d. across the prompt (Example 5)."""
+    if kind == "sphere":
+        return sphere(batch_size, n_points, d, g).double()
+    z = torch.randn(batch_size, n_points, d, generator=g, dtype=torch.float64)
+    if kind == "gaussian":
+        return z
+    return z + torch.randn(batch_size, 1, d, generator=g, dtype=torch.float64)
+
+
 class GPTask(TaskSampler):
     """Args: d; kernel in {"linear", "relu", "exp", "composite"}; sigma: ``"paper"`` (the
-    diag(1, 1, 0.25, 2.25, 1) covariance, d = 5) or ``"identity"``; seed: draws U."""
+    diag(1, 1, 0.25, 2.25, 1) covariance, d = 5) or ``"identity"``; covariates: ``"sphere"``,
+    ``"gaussian"`` or ``"mixture"`` (:func:`whitened_covariates`); seed: draws U."""
 
     name = "gp"
 
-    def __init__(self, d: int = 5, kernel: str = "exp", sigma: str = "paper", seed: int = 0):
+    def __init__(self, d: int = 5, kernel: str = "exp", sigma: str = "paper", seed: int = 0,
+                 covariates: str = "sphere"):
         super().__init__(d, 0.0)
         self.kernel = check_choice("kernel", kernel, set(KERNELS))
+        self.covariates = check_choice("covariates", covariates, {"sphere", "gaussian", "mixture"})
         check_choice("sigma", sigma, {"paper", "identity"})
         root = torch.ones(self.d)
         if sigma == "paper":
@@ -40,7 +56,7 @@ class GPTask(TaskSampler):
         self.inv_sqrt_sigma = U @ torch.diag(1 / root) @ U.T
 
     def draw(self, streams, batch_size, n_points, d_active=None):
-        xi = sphere(batch_size, n_points, self.d, streams.x).double()
+        xi = whitened_covariates(self.covariates, batch_size, n_points, self.d, streams.x)
         K = flip(gram(xi, xi, self.kernel)) + 1e-8 * torch.eye(n_points, dtype=torch.float64)
         evals, evecs = torch.linalg.eigh(K)
         root = evecs * evals.clamp(min=0).sqrt().unsqueeze(-2)
@@ -52,3 +68,37 @@ class GPTask(TaskSampler):
     def draw_runs(self, streams, batch_size, n_points, d_active=None):
         draws = [self.draw(st, batch_size, n_points) for st in streams]
         return torch.stack([d[0] for d in draws]), torch.stack([d[1] for d in draws])
+
+
+class ReluNetTask(TaskSampler):
+    """Cheng et al. Example 8 (Garg et al.'s class): ``y = <theta2, relu(theta1 x)>`` with a fresh
+    random network per prompt, ``theta1 (m, d)`` and ``theta2 (m,)`` i.i.d. N(0, 1); covariates
+    from :func:`whitened_covariates` (Sigma = I). Given X the labels are not Gaussian, but their
+    covariance is the degree-1 arc-cosine kernel
+    ``m ||x|| ||x'|| (sin(phi) + (pi - phi) cos(phi)) / (2 pi)`` (:func:`relu_net_covariance`)."""
+
+    name = "relu_net"
+
+    def __init__(self, d: int = 5, m: int = 100, covariates: str = "sphere"):
+        super().__init__(d, 0.0)
+        self.m = check_int("m", m, minimum=1)
+        self.covariates = check_choice("covariates", covariates, {"sphere", "gaussian", "mixture"})
+
+    def sample_x(self, batch_size, n_points, g):
+        return whitened_covariates(self.covariates, batch_size, n_points, self.d, g).float()
+
+    def sample_task(self, batch_size, g):
+        return {"theta1": torch.randn(batch_size, self.m, self.d, generator=g),
+                "theta2": torch.randn(batch_size, self.m, generator=g)}
+
+    def evaluate(self, x, task):
+        hidden = torch.relu(x @ task["theta1"].to(x.dtype).transpose(1, 2))   # (B, T, m)
+        return (hidden * task["theta2"].to(x.dtype)[:, None, :]).sum(-1)
+
+
+def relu_net_covariance(x: torch.Tensor, x2: torch.Tensor, m: int) -> torch.Tensor:
+    """``E[y(x) y(x')]`` for :class:`ReluNetTask`: ``(..., n, d), (..., k, d) -> (..., n, k)``."""
+    nx, nx2 = x.norm(dim=-1), x2.norm(dim=-1)
+    cos = (x @ x2.transpose(-1, -2)) / (nx[..., :, None] * nx2[..., None, :])
+    phi = torch.arccos(cos.clamp(-1, 1))
+    return m * nx[..., :, None] * nx2[..., None, :] * (torch.sin(phi) + (torch.pi - phi) * torch.cos(phi)) / (2 * torch.pi)
