@@ -1,5 +1,5 @@
 """The one place that chooses a device: cuda, then mps, then cpu. Nothing else in the
-library calls ``.cuda()``."""
+library hard-codes a CUDA device."""
 from __future__ import annotations
 
 import torch
