@@ -81,7 +81,7 @@ def source_key(src: Path, scale: str) -> str:
     files = [src, *sorted((ROOT / "icl_core").rglob("*.py")),
              *sorted((ROOT / "results").rglob("*.json")), *sorted((ROOT / "results").rglob("*.npz"))]
     for f in files:
-        h.update(f.relative_to(ROOT).as_posix().encode())
+        h.update((f.relative_to(ROOT) if f.is_relative_to(ROOT) else Path(f.name)).as_posix().encode())
         h.update(f.read_bytes())
     return h.hexdigest()
 

@@ -280,3 +280,20 @@ def test_cheng_dist_falls_and_heads_combine(executed_notebooks):
         assert end < 0.8 * start                               # dist(M, I) falls during training
     assert r["fig4_composite_two_minus_best_single"] < 0       # two heads beat both on the composite
     assert r["fig4_linear_two_minus_best_single"] < 0.05 and r["fig4_exp_two_minus_best_single"] < 0.05
+
+
+def test_pipeline_keys_and_cache_copy(executed_notebooks, tmp_path, monkeypatch):
+    """The cache copy shows the notebook's own parameters (papermill's injected cell dropped)
+    with the executed outputs; a changed source makes its execution stale."""
+    src = book.ROOT / "book" / "foundations" / "theory.md"
+    merged = book.merged_notebook(src)
+    code = [c for c in merged.cells if c.cell_type == "code"]
+    assert not any("injected-parameters" in c.metadata.get("tags", []) for c in merged.cells)
+    params = next(c for c in code if "parameters" in c.metadata.get("tags", []))
+    assert "records_path = None" in params.source
+    assert any(o.get("output_type") == "display_data" for c in code for o in c.outputs)   # figures kept
+    assert book.is_fresh(src)
+    copy = tmp_path / "theory.md"
+    copy.write_text(src.read_text() + "\n")
+    assert book.source_key(copy, "ci") != book.source_key(src, "ci")
+    assert book.source_key(src, "ci") != book.source_key(src, "paper")
