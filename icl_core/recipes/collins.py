@@ -93,31 +93,17 @@ def figure1_recipe(cfg, device) -> Result:
 
 
 def _hills_terms(ws, nu, n, num_tasks, seed, hills):
-    s = LipschitzTask(2, "hills", nu, 0.0, hills=hills)
-    p = s.sample(num_tasks, n + 1, seed=seed)
-    x, f = p.x.double(), p.y.double()
-    cos = x[:, n:] @ x[:, :n].transpose(1, 2)
-    S, N = [], []
-    for w in ws:
-        a = torch.softmax(float(w) * cos, -1)
-        S.append(float(((a @ f[:, :n, None]).squeeze(-1) - f[:, n:]).pow(2).mean()))
-        N.append(float(a.pow(2).sum(-1).mean()))
-    return np.array(S), np.array(N)
+    p = LipschitzTask(2, "hills", nu, 0.0, hills=hills).sample(num_tasks, n + 1, seed=seed)
+    return C.window_terms(ws, p.x.double(), p.y.double(), n)
 
 
 def _hills_linear(nu, n, sigma, num_tasks, seed, hills):
     """Exact least-squares best linear attention on the hills class (fit, then fresh test)."""
-    def feats(sd):
+    def data(sd):
         s = LipschitzTask(2, "hills", nu, sigma, hills=hills)
         p = s.sample(num_tasks, n + 1, seed=sd)
-        clean = s.evaluate(p.x, p.task).double()
-        x, y = p.x.double(), p.y.double()
-        phi = torch.einsum("ti,tid,te->tde", y[:, :n], x[:, :n], x[:, n]).reshape(len(x), -1)
-        return phi, clean[:, n]
-    phi, t = feats(seed)
-    m = torch.linalg.lstsq(phi, t.unsqueeze(-1), driver="gelsd").solution
-    phi2, t2 = feats(seed + 1)
-    return float(((phi2 @ m).squeeze(-1) - t2).pow(2).mean())
+        return p.x.double(), p.y.double(), s.evaluate(p.x, p.task).double()[:, n]
+    return C.linear_attention_fit(data(seed), data(seed + 1), n)[0]
 
 
 # --- Figures 3 and 4: the window during pretraining --------------------------------------

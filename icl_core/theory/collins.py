@@ -45,7 +45,12 @@ def loss_terms(ws, family: str, L: float, n: int, d: int, num_tasks: int = 2000,
     """``(S(w), N(w))`` for every ``w`` in ``ws`` (arrays): the signal (bias) term and the
     noise term per unit noise variance, ``N(w) = E sum_i a_i^2``."""
     _check(family, L, 0.0, n, d)
-    x, f = _draw(family, L, n, d, num_tasks, seed, covariates, n_queries)
+    return window_terms(ws, *_draw(family, L, n, d, num_tasks, seed, covariates, n_queries), n)
+
+
+def window_terms(ws, x: torch.Tensor, f: torch.Tensor, n: int):
+    """``(S(w), N(w))`` of the unit ``M = w I`` on given points: ``x (T, n+q, d)`` and clean
+    values ``f (T, n+q)``, the first n of each prompt the context (any task family)."""
     cos = x[:, n:] @ x[:, :n].transpose(1, 2)                  # (T, q, n) = x_q^T x_i
     S, N = [], []
     for w in np.atleast_1d(ws):
@@ -113,15 +118,25 @@ def linear_attention_optimum(family: str, L: float, sigma: float, n: int, d: int
     ``num_tasks`` tasks, scored on as many fresh ones. Returns ``(loss, M (d, d))``."""
     _check(family, L, sigma, n, d)
 
-    def features(s):
+    def data(s):
         x, f = _draw(family, L, n, d, num_tasks, s, covariates)
         g = torch.Generator().manual_seed(s + 7919)
         y = f[:, :n] + sigma * torch.randn(f[:, :n].shape, generator=g, dtype=torch.float64)
-        phi = torch.einsum("ti,tid,te->tde", y, x[:, :n], x[:, n]).reshape(len(x), -1)
-        return phi, f[:, n]
-    phi, target = features(seed)
+        return x, y, f[:, n]
+    return linear_attention_fit(data(seed), data(seed + 1), n)
+
+
+def linear_attention_fit(fit, test, n: int):
+    """Least-squares best linear attention: ``fit`` and ``test`` are ``(x (T, n+1, d),
+    y (T, >= n) noisy context labels, target (T,) clean query values)``; M is fitted on
+    ``fit`` and scored on ``test``. Returns ``(test loss, M (d, d))``."""
+    def features(x, y, target):
+        phi = torch.einsum("ti,tid,te->tde", y[:, :n], x[:, :n], x[:, n]).reshape(len(x), -1)
+        return phi, target
+    phi, target = features(*fit)
     m = torch.linalg.lstsq(phi, target.unsqueeze(-1), driver="gelsd").solution.squeeze(-1)
-    phi2, target2 = features(seed + 1)
+    phi2, target2 = features(*test)
+    d = fit[0].shape[-1]
     return float((phi2 @ m - target2).pow(2).mean()), m.reshape(d, d).numpy()
 
 
