@@ -153,3 +153,12 @@ def test_example_covariates_and_relu_net_task():
     expected = relu_net_covariance(xs[:, :1], xs[:, 1:], 50)[:, 0, 0].mean().item()
     assert emp == pytest.approx(expected, rel=0.05)
     assert (p.y[:, 0] ** 2).mean().item() == pytest.approx(50 / 2, rel=0.05)    # m ||x||^2 / 2
+
+
+def test_draw_runs_of_a_sampler_that_overrides_draw():
+    from icl_core import Streams
+    t = GPTask(5, "exp", seed=2)
+    x, y = t.draw_runs([Streams.from_seed(s) for s in (3, 4)], 6, 7)
+    for k, s in enumerate((3, 4)):
+        xk, yk, _ = t.draw(Streams.from_seed(s), 6, 7)
+        assert torch.equal(x[k], xk) and torch.equal(y[k], yk)

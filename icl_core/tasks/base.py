@@ -94,7 +94,11 @@ class TaskSampler:
                   d_active: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """One batch for each of K runs, run k from its own ``streams[k]``, exactly as K
         calls of :meth:`draw` would give: ``x (K, B, T, d)``, ``y (K, B, T)``. The labels of
-        all runs are computed in one call of :meth:`evaluate`."""
+        all runs are computed in one call of :meth:`evaluate` (samplers that override
+        :meth:`draw` itself get one :meth:`draw` per run, stacked)."""
+        if type(self).draw is not TaskSampler.draw:
+            draws = [self.draw(st, batch_size, n_points, d_active) for st in streams]
+            return torch.stack([dr[0] for dr in draws]), torch.stack([dr[1] for dr in draws])
         xs, tasks = [], []
         for st in streams:
             x = self.sample_x(batch_size, n_points, st.x)

@@ -65,10 +65,6 @@ class GPTask(TaskSampler):
         x = (xi @ self.sqrt_sigma).float()
         return x, y, {"xi": xi.float()}
 
-    def draw_runs(self, streams, batch_size, n_points, d_active=None):
-        draws = [self.draw(st, batch_size, n_points) for st in streams]
-        return torch.stack([d[0] for d in draws]), torch.stack([d[1] for d in draws])
-
 
 class ReluNetTask(TaskSampler):
     """Cheng et al. Example 8 (Garg et al.'s class): ``y = <theta2, relu(theta1 x)>`` with a fresh

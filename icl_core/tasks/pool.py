@@ -31,7 +31,3 @@ class PoolSampler(TaskSampler):
         k = int(torch.randint(len(self.pool), (1,), generator=streams.task))
         p = self.pool[k]
         return p.x, p.y, p.task
-
-    def draw_runs(self, streams, batch_size, n_points, d_active=None):
-        draws = [self.draw(st, batch_size, n_points) for st in streams]
-        return torch.stack([d[0] for d in draws]), torch.stack([d[1] for d in draws])
