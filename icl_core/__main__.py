@@ -1,5 +1,5 @@
 """Command line: ``python -m icl_core list`` and
-``python -m icl_core run <recipe> --scale ci|paper --device auto --out results/<recipe>/<scale>``."""
+``python -m icl_core run <recipe> --scale ci|paper|<extra> --device auto --out results/<recipe>/<scale>``."""
 from __future__ import annotations
 
 import argparse
@@ -13,10 +13,11 @@ from .recipes import SCALES, get_recipe, list_recipes, run
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m icl_core", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list the recipes and their two scales")
+    sub.add_parser("list", help="list the recipes and their scales")
     p_run = sub.add_parser("run", help="run a recipe and save its Result")
     p_run.add_argument("recipe")
-    p_run.add_argument("--scale", default="ci", choices=SCALES)
+    p_run.add_argument("--scale", default="ci",
+                       help=f"{' | '.join(SCALES)}, or an extra scale the recipe lists (e.g. mid)")
     p_run.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, mps")
     p_run.add_argument("--out", default=None,
                        help="folder for result.json + arrays.npz (default results/<recipe>/<scale>)")
@@ -28,7 +29,7 @@ def main(argv=None) -> int:
     if args.cmd == "list":
         for r in list_recipes():
             print(f"{r.name}\n    {r.description}")
-            for scale in SCALES:
+            for scale in r.configs:
                 print(f"    {scale:5s} {json.dumps(r.configs[scale])}")
         return 0
     try:

@@ -61,7 +61,8 @@ def test_cli_list_and_errors(tmp_path):
     bad = cli("run", "nope")
     assert bad.returncode == 2 and "recipe must be one of" in bad.stderr
     bad_scale = cli("run", "foundations.error_vs_context", "--scale", "huge")
-    assert bad_scale.returncode == 2 and "invalid choice" in bad_scale.stderr
+    assert bad_scale.returncode == 2 and "scale must be one of" in bad_scale.stderr
+    assert "mid" in cli("list").stdout  # a recipe's extra scale (chen.train) is listed
     bad_key = cli("run", "foundations.error_vs_context", "--set", "width=3", "--out", str(tmp_path))
     assert bad_key.returncode == 2 and "unknown config keys" in bad_key.stderr
 

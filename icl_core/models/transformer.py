@@ -32,6 +32,9 @@ class MultiHeadAttention(nn.Module):
         self.n_heads, self.kind = n_heads, kind
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
+        # (H,) multiplier of each head's slice of the concatenated output, before ``proj``
+        # (Chen et al. Section 3: 0 masks / prunes a head). A buffer: saved with the weights.
+        self.register_buffer("head_mask", torch.ones(n_heads))
 
     def forward(self, h, mask, is_causal=False):
         # h: (B, S, D); mask: (S, S) bool, True = may attend, or None; is_causal: mask is tril
@@ -50,6 +53,7 @@ class MultiHeadAttention(nn.Module):
             else:
                 scores = scores / S
             out = scores @ v
+        out = out * self.head_mask.to(out.dtype).view(-1, 1, 1)  # (B, H, S, Dh)
         return self.proj(out.transpose(1, 2).reshape(B, S, D))
 
 
@@ -127,7 +131,15 @@ class Transformer(InContextModel):
             ``(B, T - n_context)`` predictions at the queries (stacked layout) or ``(B, T)``
             predictions at every point from the points before it (interleaved layout).
         """
-        # x: (B, T, d), y: (B, T) -> tokens (B, S, token_dim) -> h (B, S, d_model)
+        # x: (B, T, d), y: (B, T) -> h (B, S, d_model) -> out (B, S)
+        h = self.hidden_states(x, y, n_context)[-1]
+        out = self.read_out(self.ln_f(h)).squeeze(-1)
+        return self.layout.predictions(out, n_context)
+
+    def hidden_states(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> list[torch.Tensor]:
+        """The residual stream after the read-in and after each block: ``L + 1`` tensors
+        ``(B, S, d_model)`` ("input, 1, ..., L" of Chen et al.'s per-layer probes)."""
+        # x: (B, T, d), y: (B, T)
         if x.shape[-1] != self.d:
             raise ValueError(f"x has d={x.shape[-1]} but the model was built for d={self.d}")
         if self.layout.kind == "stacked":
@@ -137,11 +149,15 @@ class Transformer(InContextModel):
         is_causal = self.causal and self.layout.kind == "interleaved"
         mask = None if is_causal and self.config["attention"] == "softmax" else \
             self.layout.key_mask(tokens.shape[1], n_context, self.causal, tokens.device)
-        h = self.read_in(tokens)
+        states = [self.read_in(tokens)]
         for block in self.blocks:
-            h = block(h, mask, is_causal)
-        out = self.read_out(self.ln_f(h)).squeeze(-1)  # (B, S)
-        return self.layout.predictions(out, n_context)
+            states.append(block(states[-1], mask, is_causal))
+        return states
+
+    @property
+    def head_masks(self) -> list[torch.Tensor]:
+        """Each block's ``(n_heads,)`` head mask (1 = on, 0 = masked), as live buffers."""
+        return [block.attn.head_mask for block in self.blocks]
 
     def target_of(self, y: torch.Tensor, n_context: int) -> torch.Tensor:
         """The labels ``forward(x, y, n_context)`` is scored against, same shape."""

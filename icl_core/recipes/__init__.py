@@ -2,7 +2,9 @@
 
 A recipe is a function ``fn(config: dict, device) -> Result`` registered with two
 configs, ``"ci"`` (about a minute on 2 CPU cores, still shows the effect) and ``"paper"``
-(the paper's settings, each deviation stated in the recipe's docstring). Notebooks call
+(the paper's settings, each deviation stated in the recipe's docstring). A recipe may add
+more named scales (``"mid"``: the offline runs whose results are committed under
+``results/<recipe>/mid/`` because neither CI nor a laptop could afford them live). Notebooks call
 :func:`run` at their ``scale``; the CLI (``python -m icl_core run <recipe>``) calls the same
 function and saves the :class:`~icl_core.results.Result` with provenance.
 """
@@ -30,10 +32,11 @@ class Recipe:
 RECIPES: dict[str, Recipe] = {}
 
 
-def register(name: str, ci: dict, paper: dict, description: str):
-    """Decorator: register ``fn(config, device) -> Result`` under ``name``."""
+def register(name: str, ci: dict, paper: dict, description: str, **more_scales: dict):
+    """Decorator: register ``fn(config, device) -> Result`` under ``name``, with the configs
+    of its scales (``ci``, ``paper`` and any extra ones such as ``mid``)."""
     def wrap(fn):
-        RECIPES[name] = Recipe(name, fn, {"ci": ci, "paper": paper}, description)
+        RECIPES[name] = Recipe(name, fn, {"ci": ci, "paper": paper, **more_scales}, description)
         return fn
     return wrap
 
@@ -52,8 +55,9 @@ def list_recipes() -> list[Recipe]:
 
 def config(name: str, scale: str, **overrides) -> dict:
     """The recipe's config at ``scale`` with ``overrides`` applied (unknown keys rejected)."""
-    check_choice("scale", scale, set(SCALES))
-    cfg = dict(get_recipe(name).configs[scale])
+    recipe = get_recipe(name)
+    check_choice("scale", scale, set(recipe.configs))
+    cfg = dict(recipe.configs[scale])
     unknown = set(overrides) - set(cfg)
     if unknown:
         raise ValueError(f"unknown config keys {sorted(unknown)} for recipe {name!r}; "
@@ -64,7 +68,8 @@ def config(name: str, scale: str, **overrides) -> dict:
 
 def run(name: str, scale: str = "ci", device=None, out: str | Path | None = None,
         command: str | None = None, **overrides) -> Result:
-    """Run recipe ``name`` at ``scale`` ("ci" or "paper"), optionally saving to ``out``."""
+    """Run recipe ``name`` at ``scale`` ("ci", "paper" or one of the recipe's extra scales),
+    optionally saving to ``out``."""
     recipe = get_recipe(name)
     cfg = config(name, scale, **overrides)
     dev = pick_device(device)
@@ -79,4 +84,4 @@ def run(name: str, scale: str = "ci", device=None, out: str | Path | None = None
 
 
 def _load_all():
-    from . import cheng, collins, foundations, zhang  # noqa: F401  (registers their recipes)
+    from . import chen, cheng, collins, foundations, zhang  # noqa: F401  (registers their recipes)

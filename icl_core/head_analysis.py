@@ -1,0 +1,182 @@
+"""Which heads a trained transformer uses, and what each layer computes (Chen, Zhao, Zou 2024,
+Section 3 and Appendix B).
+
+* :func:`head_importance`: mask one head at a time (zero its slice of the concatenated
+  attention output, the residual stream untouched; Hugging Face's ``head_mask``) and measure
+  the rise of the in-context error, ``Delta E(i, j)`` (eq. 3.1); :func:`head_weights`
+  normalises each layer's row to sum to one, ``W_{i,j}``.
+* :func:`sort_and_average` (the paper's "avg" heat-maps: rows sorted, then averaged over
+  models, so a column is a rank, not a head), :func:`dominance` and :func:`entropy`.
+* :func:`prune_to_top_heads`: keep every head of layer 1 and the most important head of
+  every later layer (a persistent mask in the model's ``head_mask`` buffers).
+* :func:`layer_probes`: a ridge probe from the query token's hidden state after the read-in
+  and after each block to the query's label ("input, 1, ..., L").
+* :func:`p_probing`: the first block's query-token outputs as features, gradient descent on
+  ``q - 1`` of them, risk on the last one (Section 6, Figure 2a).
+
+Models are :class:`~icl_core.models.Transformer` with the stacked layout. Errors are
+excess risks ``E (yhat - y)^2 - noise_std^2`` at the first query token.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from .validation import check_int
+
+
+def _query_error(model, prompt) -> float:
+    with torch.no_grad():
+        pred = model.predict(prompt)[:, 0]
+    return float(((pred.double() - prompt.y[:, prompt.n_context].double()) ** 2).mean())
+
+
+@contextmanager
+def masked_head(model, layer: int, head: int):
+    """Temporarily zero head ``head`` of block ``layer`` (0-indexed), keeping other masks."""
+    mask = model.head_masks[layer]
+    old = mask[head].item()
+    mask[head] = 0.0
+    try:
+        yield model
+    finally:
+        mask[head] = old
+
+
+def head_importance(model, prompt) -> tuple[np.ndarray, float]:
+    """``Delta E(i, j)`` of Chen et al. eq. (3.1) for every block i and head j.
+
+    Args:
+        model: a stacked-layout :class:`~icl_core.models.Transformer`.
+        prompt: the evaluation prompts (the paper: n = 10 examples, 1 query, 8192 prompts);
+            every mask is scored on the same prompts.
+
+    Returns:
+        ``(delta, base)``: ``delta`` of shape ``(L, H)`` (NaN for heads already masked),
+        ``base`` the unmasked squared error at the first query.
+    """
+    base = _query_error(model, prompt)
+    masks = model.head_masks
+    delta = np.full((len(masks), len(masks[0])), np.nan)
+    for i, mask in enumerate(masks):
+        for j in range(len(mask)):
+            if mask[j] == 0:
+                continue
+            with masked_head(model, i, j):
+                delta[i, j] = _query_error(model, prompt) - base
+    return delta, base
+
+
+def head_weights(delta: np.ndarray) -> np.ndarray:
+    """``W_{i,j} = Delta_{i,j} / sum_k Delta_{i,k}`` (rows sum to 1; masked heads count 0).
+    Negative deltas (masking helped) are kept, so a weight can leave [0, 1]."""
+    delta = np.nan_to_num(np.asarray(delta, dtype=float), nan=0.0)
+    return delta / delta.sum(axis=1, keepdims=True)
+
+
+def sort_and_average(weights: list[np.ndarray]) -> np.ndarray:
+    """The paper's ``W_avg``: sort each row in descending order, then average over models."""
+    return np.mean([-np.sort(-np.asarray(w), axis=1) for w in weights], axis=0)
+
+
+def dominance(weights: np.ndarray) -> np.ndarray:
+    """``D_i = max_j W_{i,j}`` per layer."""
+    return np.asarray(weights).max(axis=1)
+
+
+def entropy(weights: np.ndarray) -> np.ndarray:
+    """Normalised entropy per layer, ``-sum_j W log W / log h`` after clipping W at 0
+    (1: all heads equal; 0: one head does everything)."""
+    w = np.clip(np.asarray(weights, dtype=float), 0.0, None)
+    w = w / w.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(w > 0, -w * np.log(w), 0.0)
+    return terms.sum(axis=1) / math.log(w.shape[1])
+
+
+def prune_to_top_heads(model, weights: np.ndarray) -> list[int]:
+    """Keep all heads of block 0 and only the highest-weight head of every later block
+    (Chen et al. Section 3). Sets the model's ``head_mask`` buffers in place; returns the
+    kept head of each block after the first."""
+    kept = []
+    with torch.no_grad():
+        for i, mask in enumerate(model.head_masks[1:], start=1):
+            top = int(np.nanargmax(weights[i]))
+            mask.zero_()
+            mask[top] = 1.0
+            kept.append(top)
+    return kept
+
+
+def _query_states(model, prompt, position: int) -> list[torch.Tensor]:
+    with torch.no_grad():
+        states = model.hidden_states(prompt.x, prompt.y, prompt.n_context)
+    return [h[:, position].double() for h in states]
+
+
+def layer_probes(model, train, test, ridge: float = 1e-3) -> np.ndarray:
+    """Excess risk of a linear probe (with bias, ridge ``ridge``) from the first query
+    token's hidden state to its label, for the read-in output and each block's output.
+
+    Args:
+        model: stacked-layout transformer; train / test: prompts with the same n_context
+            (the probe is fit on ``train`` and scored on ``test``).
+
+    Returns:
+        ``(L + 1,)`` held-out ``MSE - noise_std^2`` (Chen et al. Fig. 1d / 5-8).
+    """
+    if train.n_context != test.n_context:
+        raise ValueError(f"train and test must have the same n_context, got "
+                         f"{train.n_context} and {test.n_context}")
+    tr = _query_states(model, train, train.n_context)
+    te = _query_states(model, test, test.n_context)
+    y_tr = train.y[:, train.n_context].double()
+    y_te = test.y[:, test.n_context].double()
+    out = []
+    for h_tr, h_te in zip(tr, te):
+        A = torch.cat([h_tr, torch.ones(len(h_tr), 1, dtype=h_tr.dtype)], 1)
+        B = torch.cat([h_te, torch.ones(len(h_te), 1, dtype=h_te.dtype)], 1)
+        reg = ridge * len(A) * torch.eye(A.shape[1], dtype=A.dtype)
+        reg[-1, -1] = 0.0
+        coef = torch.linalg.solve(A.T @ A + reg, A.T @ y_tr)
+        out.append(float(((B @ coef - y_te) ** 2).mean()) - test.noise_std ** 2)
+    return np.array(out)
+
+
+def first_block_query_features(model, prompt) -> torch.Tensor:
+    """The first block's output at the ``q`` query tokens: ``(B, q, d_model)`` float64
+    (Chen et al. Fig. 2a's ``x~_{n+1..n+q}``; query tokens carry no label)."""
+    with torch.no_grad():
+        h1 = model.hidden_states(prompt.x, prompt.y, prompt.n_context)[1]
+    return h1[:, prompt.n_context:].double()
+
+
+def p_probing(features: torch.Tensor, y: torch.Tensor, steps: int, lrs, noise_std: float = 0.0):
+    """GD from 0 on the first ``q - 1`` (feature, label) pairs, scored on the last pair.
+
+    Args:
+        features: ``(B, q, D)``; y: ``(B, q)`` the query labels; steps: GD steps (>= 0);
+        lrs: step sizes to try (the paper's grid 1, 0.1, ..., 1e-6).
+
+    Returns:
+        ``(curves, best)``: ``curves`` of shape ``(len(lrs), steps + 1)``, the mean excess
+        risk ``(yhat_q - y_q)^2 - noise_std^2`` after k steps for each step size (inf where
+        GD diverged), and the index of the step size with the lowest mean over steps.
+    """
+    from .theory.chen import gd_path
+    steps = check_int("steps", steps, minimum=0)
+    X, Y = features[:, :-1].double(), y[:, :-1].double()
+    xq, yq = features[:, -1].double(), y[:, -1].double()
+    curves = []
+    for lr in lrs:
+        W = gd_path(X, Y, float(lr), steps)                      # (steps + 1, B, D)
+        err = ((W @ xq.unsqueeze(-1)).squeeze(-1) - yq) ** 2     # (steps + 1, B)
+        c = err.mean(1).numpy() - noise_std ** 2
+        curves.append(np.where(np.isfinite(c), c, np.inf))
+    curves = np.array(curves)
+    with np.errstate(invalid="ignore"):
+        best = int(np.argmin(np.where(np.isfinite(curves), curves, np.inf).mean(1)))
+    return curves, best
