@@ -14,8 +14,9 @@ Section 3 and Appendix B).
 * :func:`p_probing`: the first block's query-token outputs as features, gradient descent on
   ``q - 1`` of them, risk on the last one (Section 6, Figure 2a).
 
-Models are :class:`~icl_core.models.Transformer` with the stacked layout. Errors are
-excess risks ``E (yhat - y)^2 - noise_std^2`` at the first query token.
+Models are :class:`~icl_core.models.Transformer` (stacked encoders; head masking also
+works on interleaved decoders, Fig. 9) or the theory's
+:class:`~icl_core.models.MultiHeadLinearTransformer`. Errors are at the first query.
 """
 from __future__ import annotations
 
@@ -28,9 +29,18 @@ import torch
 from .validation import check_int
 
 
-def _query_error(model, prompt) -> float:
+def query_prediction(model, prompt) -> torch.Tensor:
+    """The prediction for the first query point (index ``n_context``) from the
+    ``n_context`` examples before it: ``(B,)``. Stacked models predict at the query tokens;
+    interleaved decoders (Garg et al.) predict every point, so the same index is read."""
     with torch.no_grad():
-        pred = model.predict(prompt)[:, 0]
+        pred = model.predict(prompt)
+    layout = getattr(model, "layout", None)
+    return pred[:, prompt.n_context] if getattr(layout, "kind", "stacked") == "interleaved" else pred[:, 0]
+
+
+def _query_error(model, prompt) -> float:
+    pred = query_prediction(model, prompt)
     return float(((pred.double() - prompt.y[:, prompt.n_context].double()) ** 2).mean())
 
 
@@ -173,7 +183,7 @@ def p_probing(features: torch.Tensor, y: torch.Tensor, steps: int, lrs, noise_st
     curves = []
     for lr in lrs:
         W = gd_path(X, Y, float(lr), steps)                      # (steps + 1, B, D)
-        err = ((W @ xq.unsqueeze(-1)).squeeze(-1) - yq) ** 2     # (steps + 1, B)
+        err = (torch.einsum("tbd,bd->tb", W, xq) - yq) ** 2        # (steps + 1, B)
         c = err.mean(1).numpy() - noise_std ** 2
         curves.append(np.where(np.isfinite(c), c, np.inf))
     curves = np.array(curves)

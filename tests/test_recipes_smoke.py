@@ -23,6 +23,12 @@ TINY = {
     "cheng.figure3": dict(seeds=2, batch_size=16, pool=2, steps=4, test_prompts=20, trace_every=2,
                           pairs=[["exp", "softmax"], ["relu", "linear"]]),
     "cheng.figure4": dict(seeds=2, batch_size=16, pool=2, steps=3, test_prompts=20, depths=[1]),
+    "chen.train": dict(d_model=16, heads=[1, 2], layers=[2], noise_stds=[0.1], steps=3, prune_steps=2,
+                       eval_prompts=16),
+    "chen.decoder": dict(d_model=16, layers=[1], noise_stds=[0.1], steps=3, eval_prompts=16),
+    "chen.figure2c": dict(tasks=50, max_steps=100, noise_stds=[0.1], correlations=[0.2]),
+    "chen.rates": dict(ns=[10, 40], tasks=20, max_steps=100, lasso_iters=10),
+    "chen.baselines": dict(noise_stds=[0.1], ns=[5, 10], tasks=20, lasso_iters=10),
 }
 
 

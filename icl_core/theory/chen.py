@@ -90,3 +90,170 @@ def gd_iterative(X: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> tor
         w = w + lr / n * (X.transpose(1, 2) @ (y - (X @ w.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)).squeeze(-1)
         out.append(w)
     return torch.stack(out)
+
+
+def preconditioned_gd_path(X: torch.Tensor, y: torch.Tensor, P: torch.Tensor, lr: float,
+                           steps: int) -> torch.Tensor:
+    """``u <- u - lr P grad L_n(u)`` from 0 with a diagonal preconditioner ``P (B, d)``:
+    ``(steps + 1, B, d)``. With ``P = r_hat^2`` this is pre-GD seen on the raw covariates
+    (``u^t = diag(r_hat) w~^t``, the spec's reparametrisation, Section 4.3)."""
+    X, y, P = X.double(), y.double(), P.double()
+    n = X.shape[1]
+    u = torch.zeros(X.shape[0], X.shape[2], dtype=torch.float64)
+    out = [u]
+    for _ in range(check_int("steps", steps, minimum=0)):
+        grad = -(X.transpose(1, 2) @ (y - (X @ u.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)).squeeze(-1) / n
+        u = u - lr * P * grad
+        out.append(u)
+    return torch.stack(out)
+
+
+def pre_gd_weights(x: torch.Tensor, y: torch.Tensor, n_context: int, lr: float, steps):
+    """Algorithm 1 then GD from 0 on the preprocessed context.
+
+    Returns ``(w_tilde, u)``, both ``(len(steps), B, d)``: the GD iterates on ``x~`` and the
+    effective weights on the raw covariates, ``u = diag(r_hat) w_tilde`` (the prediction at a
+    query is ``<w_tilde, x~_q> = <u, x_q>``)."""
+    n = _check_prompts(x, y, n_context)
+    r = correlations(x, y, n).double()
+    W = gd_path(x[:, :n].double() * r.unsqueeze(1), y[:, :n], lr, steps)
+    return W, W * r
+
+
+def excess_risk(w_hat: torch.Tensor, w_star: torch.Tensor, cov: torch.Tensor | None = None):
+    """``||Sigma^{1/2}(w_hat - w*)||^2 = E(<w_hat, x> - y)^2 - sigma^2`` over the last axis
+    (``cov=None``: Sigma = I). Broadcasts ``w_hat (..., B, d)`` against ``w* (B, d)``."""
+    diff = w_hat.double() - w_star.double()
+    if cov is None:
+        return (diff ** 2).sum(-1)
+    return torch.einsum("...i,ij,...j->...", diff, cov.double(), diff)
+
+
+def risk_curves(x, y, w_star, n_context, lrs, steps, method="gd", cov=None) -> np.ndarray:
+    """Mean excess risk of GD (``method="gd"``) or pre-GD (``"pre-gd"``) from 0 on the first
+    ``n_context`` points, for each step size and step count: ``(len(lrs), len(steps))``
+    (``inf`` where GD diverged). Exact over the query (closed form in ``w``), Monte Carlo over
+    prompts."""
+    if method not in ("gd", "pre-gd"):
+        raise ValueError(f"method must be 'gd' or 'pre-gd', got {method!r}")
+    n = _check_prompts(x, y, n_context)
+    out = []
+    for lr in lrs:
+        if method == "gd":
+            u = gd_path(x[:, :n], y[:, :n], lr, steps)
+        else:
+            u = pre_gd_weights(x, y, n, lr, steps)[1]
+        risk = excess_risk(u, w_star, cov).mean(-1).numpy()
+        out.append(np.where(np.isfinite(risk), risk, np.inf))
+    return np.array(out)
+
+
+def best_curve(curves: np.ndarray) -> int:
+    """Index of the step size whose curve has the lowest mean over the steps (the selection
+    rule of the spec for Chen et al. Fig. 2b/2c: "tuned for the lowest average risk")."""
+    with np.errstate(invalid="ignore"):
+        return int(np.argmin(np.where(np.isfinite(curves), curves, np.inf).mean(1)))
+
+
+def ridge_weights(X: torch.Tensor, y: torch.Tensor, lam: float) -> torch.Tensor:
+    """The theory's normalised ridge ``(X^T X/n + lam I)^{-1} X^T y / n``: ``(B, d)``."""
+    X, y = X.double(), y.double()
+    n, d = X.shape[1], X.shape[2]
+    A = X.transpose(1, 2) @ X / n + lam * torch.eye(d, dtype=X.dtype)
+    return torch.linalg.solve(A, X.transpose(1, 2) @ y.unsqueeze(-1) / n).squeeze(-1)
+
+
+def ols_expected_risk(d: int, n: int, noise_std: float, w_norm2: float = 1.0) -> float:
+    """Expected excess risk of (min-norm) OLS with ``x ~ N(0, I_d)`` (classical; consistent
+    with Theorem 5.3's lower bounds): ``sigma^2 d / (n - d - 1)`` for ``n >= d + 2``,
+    ``(1 - n/d) ||w||^2 + sigma^2 n / (d - n - 1)`` for ``n <= d - 2``, infinite in between
+    (the double-descent spike)."""
+    if n >= d + 2:
+        return noise_std ** 2 * d / (n - d - 1)
+    if n <= d - 2:
+        return (1 - n / d) * w_norm2 + noise_std ** 2 * n / (d - n - 1)
+    return math.inf
+
+
+def log_slope(ns, values) -> float:
+    """Least-squares slope of ``log(values)`` against ``log(ns)``."""
+    return float(np.polyfit(np.log(np.asarray(ns, float)), np.log(np.asarray(values, float)), 1)[0])
+
+
+def constructed_transformer(d: int, gd_steps: int, step_size: float, n_context: int | None = None,
+                            dtype=torch.float64):
+    """The transformer of Propositions 4.1 and 4.2: layer 1 has ``d`` heads of size 3 and
+    computes Algorithm 1; each of the ``gd_steps`` following single-head layers takes one GD
+    step of size ``step_size`` on the preprocessed context. ``d_hid = 3d``.
+
+    Weights (1-indexed as in the paper; the code is 0-indexed):
+
+    * ``W_E``: block i of the hidden state (coordinates 3i-2, 3i-1, 3i) holds ``(x_i, y, 0)``;
+    * head i of layer 1: ``W_Q = W_V`` with third row ``e_{3i-2}`` (selects ``x_i``), ``W_K``
+      with third row ``e_{3i-1}`` (selects ``y``), so the head adds ``r_hat_i x_i = x~_i`` to
+      coordinate 3i; ``W_1`` moves ``x~`` to rows 1..d and ``y`` to row d+1, zero elsewhere;
+    * GD layers (eq. C.7): ``W_K = W_Q = diag(I_d, 0)``, ``W_V = -step_size e_{d+1} e_{d+1}^T``,
+      ``W_1 = I``: the y-slot of token j becomes ``rho_j - (eta/n) sum_k rho_k <x~_k, x~_j>``;
+    * read-out ``W_O = -e_{d+1}``: the query's y-slot holds ``-<w^t, x~_q>`` (the sign the
+      paper glosses over, as in Ahn et al. and Cheng et al.).
+
+    Args:
+        d: covariate dimension >= 1; gd_steps: t >= 0; step_size: eta > 0;
+        n_context: ``None`` gives ``normalize="1/n"`` (one set of weights for every n);
+            an integer folds 1/n into ``W_K`` and ``W_V`` as the paper does (``"none"``),
+            exact only for prompts with that many examples.
+
+    Returns:
+        a :class:`~icl_core.models.MultiHeadLinearTransformer` whose prediction equals
+        Algorithm 1 followed by ``gd_steps`` steps of GD (:func:`pre_gd_weights`).
+    """
+    from ..models.multihead_linear import MultiHeadLinearTransformer
+    d = check_int("d", d, minimum=1)
+    t = check_int("gd_steps", gd_steps, minimum=0)
+    eta = check_float("step_size", step_size, minimum=0.0, strict=True)
+    scale = 1.0 if n_context is None else 1.0 / check_int("n_context", n_context, minimum=1)
+    D = 3 * d
+    model = MultiHeadLinearTransformer(d, D, [d] + [1] * t,
+                                       normalize="1/n" if n_context is None else "none", dtype=dtype)
+    with torch.no_grad():
+        for i in range(d):
+            model.W_E[3 * i, i] = 1.0          # x_i
+            model.W_E[3 * i + 1, d] = 1.0      # y
+            model.W_Q[0][i, 2, 3 * i] = 1.0
+            model.W_V[0][i, 2, 3 * i] = 1.0
+            model.W_K[0][i, 2, 3 * i + 1] = scale
+            model.W_1[0][i, 3 * i + 2] = 1.0   # x~_i -> row i
+        model.W_1[0][d, 1] = 1.0               # y -> row d
+        for layer in range(1, t + 1):
+            model.W_Q[layer][0, :d, :d] = torch.eye(d, dtype=dtype)
+            model.W_K[layer][0, :d, :d] = torch.eye(d, dtype=dtype)
+            model.W_V[layer][0, d, d] = -eta * scale
+            model.W_1[layer].copy_(torch.eye(D, dtype=dtype))
+        model.W_O[d] = -1.0
+    return model
+
+
+def lemma_d1(d: int, s: int, ns, n_tasks: int, noise_std: float, seed: int = 0) -> np.ndarray:
+    """Mean of ``max_j |r_hat_j - r_j|`` for each n (Sigma = I, Theorem 5.3's prior, so
+    r = w*): Lemma D.1's ``sqrt(s log(d) / n)`` rate."""
+    from ..tasks import SparseLinearRegression
+    task = SparseLinearRegression(d, s, noise_std, nonzero="rademacher")
+    out = []
+    for n in ns:
+        p = task.sample(n_tasks, n + 1, seed=seed + n)
+        r = correlations(p.x, p.y, n)
+        out.append(float((r - p.task["w"]).abs().max(1).values.mean()))
+    return np.array(out)
+
+
+def lemma_d2(d: int, s: int, ns, n_tasks: int, noise_std: float, seed: int = 0) -> np.ndarray:
+    """Probability of Lemma D.2's event ``|r_hat_i| >= |r_i| / 2`` for all i in S."""
+    from ..tasks import SparseLinearRegression
+    task = SparseLinearRegression(d, s, noise_std, nonzero="rademacher")
+    out = []
+    for n in ns:
+        p = task.sample(n_tasks, n + 1, seed=seed + n)
+        r, w, S = correlations(p.x, p.y, n), p.task["w"], p.task["support"]
+        ok = ((r.abs() >= w.abs() / 2) | ~S).all(1)
+        out.append(float(ok.double().mean()))
+    return np.array(out)

@@ -1,0 +1,180 @@
+"""Chen, Zhao, Zou: Algorithm 1, the exact construction (Propositions 4.1 / 4.2), GD in
+closed form, Lasso, head masking / pruning / probes, and the recipes' model round trip."""
+import numpy as np
+import pytest
+import torch
+
+from icl_core.baselines import lasso_weights
+from icl_core.head_analysis import (dominance, entropy, head_importance, head_weights,
+                                    layer_probes, masked_head, p_probing, prune_to_top_heads,
+                                    sort_and_average)
+from icl_core.models import MultiHeadLinearTransformer, Transformer
+from icl_core.recipes import run
+from icl_core.recipes.chen import load_models
+from icl_core.results import Result
+from icl_core.tasks import SparseLinearRegression
+from icl_core.theory import chen as T
+
+
+def prompts(B=64, n=10, q=3, d=8, s=2, noise=0.1, seed=0, **kw):
+    p = SparseLinearRegression(d, s, noise, **kw).sample(B, n + q, n_context=n, seed=seed)
+    return p, p.x.double(), p.y.double()
+
+
+def test_preprocess_matches_definition_and_ignores_query_labels():
+    p, x, y = prompts()
+    r = torch.stack([(x[b, :10] * y[b, :10, None]).sum(0) / 10 for b in range(len(x))])
+    assert torch.allclose(T.preprocess(x, y, 10), x * r[:, None], atol=1e-14)
+    y2 = y.clone(); y2[:, 10:] = 123.0
+    assert torch.equal(T.preprocess(x, y2, 10), T.preprocess(x, y, 10))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda x, y: T.preprocess(x[0], y, 10),           # x not 3-d
+    lambda x, y: T.preprocess(x, y[:, :5], 10),       # y shape mismatch
+    lambda x, y: T.preprocess(x, y, 0),               # n_context < 1
+    lambda x, y: T.preprocess(x, y, 14),              # n_context > n + q
+    lambda x, y: T.constructed_transformer(8, -1, 0.1),
+    lambda x, y: T.constructed_transformer(8, 2, 0.0),
+    lambda x, y: T.constructed_transformer(0, 2, 0.1),
+])
+def test_bad_arguments_raise_value_error(bad):
+    _, x, y = prompts()
+    with pytest.raises(ValueError):
+        bad(x, y)
+
+
+@pytest.mark.parametrize("d,t,n_context", [(8, 0, None), (8, 3, None), (16, 5, None), (8, 4, 10)])
+def test_constructed_transformer_is_preprocess_then_gd(d, t, n_context):
+    _, x, y = prompts(d=d, s=3)
+    model = T.constructed_transformer(d, t, 0.05, n_context=n_context)
+    H = model.hidden_states(x, y, 10)
+    assert (H[1][..., :d] - T.preprocess(x, y, 10)).abs().max() < 1e-10       # Prop. 4.1
+    assert (H[1][:, :10, d] - y[:, :10]).abs().max() < 1e-12
+    _, u = T.pre_gd_weights(x, y, 10, 0.05, t)
+    for layer in range(t + 1):                                                # Prop. 4.2, sign
+        pred = -H[1 + layer][:, 10:, d]
+        assert (pred - torch.einsum("bqd,bd->bq", x[:, 10:], u[layer])).abs().max() < 1e-10
+    assert (model(x, y, 10) - torch.einsum("bqd,bd->bq", x[:, 10:], u[t])).abs().max() < 1e-10
+    assert model.heads == [d] + [1] * t
+
+
+def test_gd_closed_form_and_preconditioned_view():
+    _, x, y = prompts()
+    X, Y = x[:, :10], y[:, :10]
+    assert (T.gd_path(X, Y, 0.07, 30) - T.gd_iterative(X, Y, 0.07, 30)).abs().max() < 1e-10
+    assert torch.equal(T.gd_path(X, Y, 0.07, [0])[0], torch.zeros(64, 8, dtype=torch.float64))
+    _, u = T.pre_gd_weights(x, y, 10, 0.05, 8)
+    P = T.preconditioned_gd_path(X, Y, T.correlations(x, y, 10) ** 2, 0.05, 8)
+    assert torch.allclose(P, u, rtol=1e-9, atol=1e-12)        # eigendecomposition vs recursion
+
+
+def test_excess_risk_and_ols_formula():
+    w, u = torch.randn(5, 4), torch.randn(5, 4)
+    cov = torch.eye(4) + 0.3 * torch.ones(4, 4)
+    assert torch.allclose(T.excess_risk(u, w), ((u - w) ** 2).sum(1).double())
+    assert torch.allclose(T.excess_risk(u, w, cov), torch.einsum("bi,ij,bj->b", (u - w).double(), cov.double(), (u - w).double()))
+    assert T.ols_expected_risk(16, 16, 0.5) == float("inf")
+    assert T.ols_expected_risk(16, 27, 0.5) == pytest.approx(0.25 * 16 / 10)
+    assert T.ols_expected_risk(16, 8, 0.5, 1.0) == pytest.approx(0.5 + 0.25 * 8 / 7)
+
+
+def test_lasso_satisfies_kkt():
+    _, x, y = prompts(B=32, n=12, q=1)
+    X, Y = x[:, :12], y[:, :12]
+    for alpha in (0.3, 0.03):
+        w = lasso_weights(X, Y, alpha, iters=3000)
+        g = torch.einsum("bnd,bn->bd", X, Y - torch.einsum("bnd,bd->bn", X, w)) / 12
+        assert (g.abs() - alpha).max() < 1e-6                                # |grad| <= alpha
+        on = w.abs() > 1e-8
+        assert (g[on] - alpha * w[on].sign()).abs().max() < 1e-6              # = alpha sign(w)
+    with pytest.raises(ValueError, match="alpha"):
+        lasso_weights(X, Y, 0.0)
+
+
+def test_masking_the_last_gd_layer_removes_one_step():
+    p = SparseLinearRegression(8, 2, 0.1).sample(500, 11, n_context=10, seed=3)
+    three, two = T.constructed_transformer(8, 3, 0.02), T.constructed_transformer(8, 2, 0.02)
+    with masked_head(three, 3, 0):
+        assert torch.allclose(three(p.x, p.y, 10), two(p.x, p.y, 10), atol=1e-12)
+    assert three.head_masks[3][0] == 1                                        # restored
+    delta, base = head_importance(three, p)
+    assert delta.shape == (4, 8) and np.isnan(delta[1:, 1:]).all()
+    with torch.no_grad():
+        err_two = float(((two(p.x, p.y, 10)[:, 0] - p.y[:, 10].double()) ** 2).mean())
+    assert delta[3, 0] == pytest.approx(err_two - base, abs=1e-12)
+
+
+def test_head_weight_summaries():
+    delta = np.array([[1.0, 1.0, 1.0, 1.0], [0.0, 3.0, 1.0, 0.0]])
+    W = head_weights(delta)
+    assert np.allclose(W.sum(1), 1) and np.allclose(W[0], 0.25) and W[1, 1] == 0.75
+    assert np.allclose(dominance(W), [0.25, 0.75])
+    assert np.allclose(entropy(W)[0], 1.0) and entropy(W)[1] < 0.5
+    avg = sort_and_average([W, W[:, ::-1]])
+    assert np.allclose(avg[1], [0.75, 0.25, 0, 0])
+
+
+def test_transformer_head_mask_prune_and_state_dict():
+    torch.manual_seed(0)
+    m = Transformer(8, d_model=16, n_layers=3, n_heads=4, norm="post", layout="stacked")
+    p = SparseLinearRegression(8, 2, 0.1).sample(32, 11, n_context=10, seed=1)
+    full = m.predict(p)
+    with masked_head(m, 1, 2):
+        assert not torch.allclose(m.predict(p), full)
+    assert torch.allclose(m.predict(p), full)
+    assert torch.allclose(m.hidden_states(p.x, p.y, 10)[-1][:, 10:] @ m.read_out.weight[0] + m.read_out.bias,
+                          full, atol=1e-6)
+    kept = prune_to_top_heads(m, np.array([[1, 2, 3, 4], [0.1, 0.5, 0.2, 0.2], [0.7, 0.1, 0.1, 0.1]]))
+    assert kept == [1, 0] and m.head_masks[0].tolist() == [1, 1, 1, 1]
+    assert m.head_masks[1].tolist() == [0, 1, 0, 0] and m.head_masks[2].tolist() == [1, 0, 0, 0]
+    m2 = Transformer(8, d_model=16, n_layers=3, n_heads=4, norm="post", layout="stacked")
+    m2.load_state_dict(m.state_dict())
+    assert m2.head_masks[1].tolist() == [0, 1, 0, 0]
+    assert torch.allclose(m2.predict(p), m.predict(p))
+
+
+def test_layer_probes_and_p_probing_sanity():
+    torch.manual_seed(0)
+    m = Transformer(8, d_model=16, n_layers=2, n_heads=2, norm="post", layout="stacked")
+    task = SparseLinearRegression(8, 2, 0.1)
+    train, test = task.sample(4000, 11, n_context=10, seed=1), task.sample(4000, 11, n_context=10, seed=2)
+    risks = layer_probes(m, train, test)
+    assert risks.shape == (3,)
+    assert abs(risks[0] - 2.0) < 0.2          # the input token holds x_q only: E||w||^2 = s = 2
+    long = task.sample(500, 30, n_context=20, seed=3)
+    f, yq = long.x[:, 20:].double(), long.y[:, 20:].double()
+    curves, best = p_probing(f, yq, 50, [10.0, 0.1, 0.01], 0.1)
+    assert curves.shape == (3, 51) and curves[0, -1] > 1e6 and best in (1, 2)   # lr 10 diverges
+    assert curves[1, 0] == pytest.approx(float((yq[:, -1] ** 2).mean()) - 0.01)     # w = 0
+    W = T.gd_iterative(f[:, :-1], yq[:, :-1], 0.1, 50)[-1]
+    manual = float(((torch.einsum("bd,bd->b", W, f[:, -1]) - yq[:, -1]) ** 2).mean()) - 0.01
+    assert curves[1, -1] == pytest.approx(manual, rel=1e-9)
+    with pytest.raises(ValueError, match="n_context"):
+        layer_probes(m, train, task.sample(10, 11, n_context=9, seed=2))
+
+
+def test_multihead_linear_model_checks_heads():
+    with pytest.raises(ValueError, match="divide"):
+        MultiHeadLinearTransformer(4, 12, [5])
+    with pytest.raises(ValueError, match="heads"):
+        MultiHeadLinearTransformer(4, 12, [])
+
+
+def test_correlated_design_covariance():
+    task = SparseLinearRegression(6, 2, 0.0, correlation=0.4)
+    x = task.sample(4000, 20, seed=0).x.reshape(-1, 6).double()
+    assert (x.T @ x / len(x) - task.covariance()).abs().max() < 0.05
+    with pytest.raises(ValueError, match="correlation"):
+        SparseLinearRegression(6, 2, correlation=-0.1)
+
+
+def test_train_recipe_round_trip(tmp_path):
+    r = run("chen.train", "ci", device="cpu", out=tmp_path / "r", steps=20, prune_steps=5,
+            eval_prompts=64)
+    models = load_models(Result.load(tmp_path / "r"))
+    assert set(models) == {"h1_L2_s0.1", "h4_L2_s0.1", "h4_L2_s0.1_pruned"}
+    assert models["h4_L2_s0.1"].head_masks[1].tolist() == [1, 1, 1, 1]        # saved before pruning
+    assert sum(models["h4_L2_s0.1_pruned"].head_masks[1].tolist()) == 1
+    assert r.metrics["h4_L2_s0.1_pruned/kept_heads"][0] == models["h4_L2_s0.1_pruned"].head_masks[1].argmax()
+    assert len(r.arrays["loss/h1_L2_s0.1"]) == 1                              # every 100th step
