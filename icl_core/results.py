@@ -41,14 +41,16 @@ def git_sha(cwd: str | Path | None = None) -> str:
     return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
 
 
-def provenance(device: str, wall_time_s: float, seeds, command: str | None = None) -> dict:
-    """The provenance block stored with every result."""
+def provenance(device: str, wall_time_s: float, seeds, command: str | None = None,
+               sha: str | None = None) -> dict:
+    """The provenance block stored with every result (``sha``: the commit the run started
+    from, taken before a long run so later commits do not relabel it)."""
     import torch
 
     from . import __version__
     return {
         "command": command if command is not None else " ".join(sys.argv),
-        "git_sha": git_sha(),
+        "git_sha": sha if sha is not None else git_sha(),
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "numpy": np.__version__, "icl_core": __version__},
         "device": device,

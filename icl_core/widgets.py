@@ -317,6 +317,47 @@ class PreGDExplorer:
         return _live(self, controls, [["d", "s"], ["n", "sigma"]])
 
 
+class MechanismExplorer:
+    """The synthesis chapter's explorer: one prompt of a task family with ``n`` examples, and
+    the prediction of each mechanism's constructed counterpart (and the references) at 24
+    query points, against the true labels (sorted). Counterparts are tuned for this family and
+    n on separate prompts (:class:`icl_core.recipes.synthesis.Counterparts`)."""
+
+    def __init__(self, family: str = "sparse", n: int = 10, d: int = 8, seed: int = 0):
+        self.family, self.n, self.d, self.seed = family, n, d, seed
+
+    def figure(self):
+        from .plotting import use_style
+        from .recipes.synthesis import MECHANISMS, Counterparts, reference_predictions
+        use_style()
+        cp = Counterparts(self.family, self.d, self.n, n_train=20, tune_prompts=200, seed=self.seed)
+        p = cp.task.sample(1, self.n + 24, n_context=self.n, seed=self.seed + 1000)
+        yq = p.y[0, self.n:].double()
+        order = yq.argsort()
+        preds = {f"{m} (constructed)": cp.predict(m, p.x, p.y, self.n)[0] for m in MECHANISMS}
+        refs = ["ridge"] + (["gp posterior"] if self.family in ("lipschitz", "gp") else ["lasso"])
+        preds.update({r: reference_predictions(r, p.x, p.y, self.n)[0] for r in refs})
+        fig, ax = plt.subplots(figsize=(7.5, 3.8))
+        ax.plot(range(24), yq[order], "k-", lw=2, label="true label")
+        markers = "os^dvx*"
+        for (name, pr), mk in zip(preds.items(), markers):
+            err = float(((pr - yq) ** 2).mean() / (yq ** 2).mean())
+            ax.plot(range(24), pr[order], mk, ms=4, label=f"{name}: {err:.2f}")
+        ax.set_xlabel("query (sorted by its label)"); ax.set_ylabel("prediction")
+        ax.set_title(f"{self.family} family, n = {self.n} examples (legend: normalised error on these 24)", fontsize=9)
+        ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        return fig
+
+    def widget(self):
+        """A dropdown for the family and a slider for n."""
+        import ipywidgets as W
+        from .recipes.synthesis import FAMILIES
+        controls = {"family": W.Dropdown(options=list(FAMILIES), value=self.family, description="family"),
+                    "n": W.IntSlider(value=self.n, min=2, max=60, description="n")}
+        return _live(self, controls, [["family", "n"]])
+
+
 def _live(explorer, controls: dict, rows: list[list[str]]):
     """Controls over the explorer's figure (a PNG in an ``Image`` widget): each change sets
     the explorer's attribute of the same name and redraws."""

@@ -177,4 +177,4 @@ def test_train_recipe_round_trip(tmp_path):
     assert models["h4_L2_s0.1"].head_masks[1].tolist() == [1, 1, 1, 1]        # saved before pruning
     assert sum(models["h4_L2_s0.1_pruned"].head_masks[1].tolist()) == 1
     assert r.metrics["h4_L2_s0.1_pruned/kept_heads"][0] == models["h4_L2_s0.1_pruned"].head_masks[1].argmax()
-    assert len(r.arrays["loss/h1_L2_s0.1"]) == 1                              # every 100th step
+    assert len(r.arrays["loss/h1_L2_s0.1"]) == 1                              # 100-step means

@@ -29,6 +29,8 @@ TINY = {
     "chen.figure2c": dict(tasks=50, max_steps=100, noise_stds=[0.1], correlations=[0.2]),
     "chen.rates": dict(ns=[10, 40], tasks=20, max_steps=100, lasso_iters=10),
     "chen.baselines": dict(noise_stds=[0.1], ns=[5, 10], tasks=20, lasso_iters=10),
+    "synthesis.compare": dict(ns=[5, 20], eval_prompts=20, d_model=16, layers=1, heads=2,
+                              steps={"lsa": 2, "softmax": 2, "multihead": 2, "kernel": 2}),
 }
 
 

@@ -75,3 +75,15 @@ def test_cli_run_writes_provenance(tmp_path):
     prov = json.loads((tmp_path / "r" / "result.json").read_text())["provenance"]
     assert prov["command"].startswith("python -m icl_core run foundations.error_vs_context")
     assert prov["seeds"] == {"seed": 4}
+
+
+def test_records_claims(tmp_path):
+    from icl_core import Records
+    rec = Records(tmp_path / "r.json", notebook="x")
+    rec["a"] = 1
+    assert rec.claim("c1", "P", "Fig. 1", "s", "m", "reproduced", "ci") == "reproduced"
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        rec.claim("c2", "P", "Fig. 1", "s", "m", "maybe", "ci")
+    with pytest.raises(ValueError, match="needs a reason"):
+        rec.claim("c3", "P", "Fig. 1", "s", "m", "differs", "ci")
+    assert set(Records.read_claims(tmp_path / "r.json")) == {"c1"} and Records.read(tmp_path / "r.json") == {"a": 1}

@@ -2,13 +2,15 @@
 import matplotlib
 import pytest
 
-from icl_core.widgets import BaselineExplorer, LSAExplorer
+from icl_core.widgets import BaselineExplorer, LSAExplorer, MechanismExplorer, PreGDExplorer
 
 
 @pytest.mark.parametrize("explorer, control_row, index, value, attr", [
     (BaselineExplorer(d=3, n_max=8, n_prompts=40), 0, 1, 12, "n_max"),
     (LSAExplorer(n_prompts=200), 0, 2, 2.0, "c"),
     (LSAExplorer(n_prompts=200), 1, 0, "identity", "train"),
+    (PreGDExplorer(n_prompts=50), 1, 1, 0.5, "sigma"),
+    (MechanismExplorer(), 0, 0, "gp", "family"),
 ])
 def test_controls_redraw(explorer, control_row, index, value, attr):
     box = explorer.widget()
@@ -20,7 +22,8 @@ def test_controls_redraw(explorer, control_row, index, value, attr):
 
 
 def test_static_figures():
-    for e in (BaselineExplorer(n_prompts=40), LSAExplorer(train="identity", test="identity", n_prompts=200)):
+    for e in (BaselineExplorer(n_prompts=40), LSAExplorer(train="identity", test="identity", n_prompts=200),
+              PreGDExplorer(n_prompts=50), MechanismExplorer(family="lipschitz", n=6)):
         fig = e.figure()
         assert isinstance(fig, matplotlib.figure.Figure)
         assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..devices import device_name, pick_device
-from ..results import Result, provenance
+from ..results import Result, git_sha, provenance
 from ..validation import check_choice
 
 SCALES = ("ci", "paper")
@@ -73,15 +73,16 @@ def run(name: str, scale: str = "ci", device=None, out: str | Path | None = None
     recipe = get_recipe(name)
     cfg = config(name, scale, **overrides)
     dev = pick_device(device)
+    sha = git_sha()   # the code this run starts from
     t0 = time.perf_counter()
     result = recipe.fn(cfg, dev)
     result.scale = scale
     result.provenance = provenance(device_name(dev), time.perf_counter() - t0,
-                                   {"seed": cfg.get("seed")}, command)
+                                   {"seed": cfg.get("seed")}, command, sha=sha)
     if out is not None:
         result.save(out)
     return result
 
 
 def _load_all():
-    from . import chen, cheng, collins, foundations, zhang  # noqa: F401  (registers their recipes)
+    from . import chen, cheng, collins, foundations, synthesis, zhang  # noqa: F401  (registers their recipes)

@@ -23,9 +23,10 @@ from ..training import train
 from . import register
 
 
-def model_name(h: int, L: int, noise_std: float, pruned: bool = False) -> str:
-    """Key of a trained model in a ``chen.train`` result, e.g. ``"h4_L4_s0.1"``."""
-    return f"h{h}_L{L}_s{noise_std:g}" + ("_pruned" if pruned else "")
+def model_name(h: int, L: int, noise_std: float, pruned: bool = False, seed: int = 0) -> str:
+    """Key of a trained model in a ``chen.train`` result, e.g. ``"h4_L4_s0.1"``
+    (``"h4_L4_s0.1_seed1"`` for another seed, ``..._pruned`` after pruning)."""
+    return f"h{h}_L{L}_s{noise_std:g}" + (f"_seed{seed}" if seed else "") + ("_pruned" if pruned else "")
 
 
 def _build(cfg, h, L):
@@ -41,6 +42,12 @@ def eval_prompts(cfg, noise_std, n_context=10, n_queries=1, n_prompts=None, tag=
     task = SparseLinearRegression(cfg["d"], s or cfg["s"], noise_std)
     return task.sample(n_prompts or cfg["eval_prompts"], n_context + n_queries, n_context=n_context,
                        seed=derive_seed(cfg["seed"], 777, tag, int(round(1000 * noise_std))))
+
+
+def _block_means(losses, block: int = 100) -> np.ndarray:
+    """Mean training loss of each block of ``block`` steps (the last block may be shorter)."""
+    losses = np.asarray(losses, dtype=float).ravel()
+    return np.array([losses[i:i + block].mean() for i in range(0, len(losses), block)])
 
 
 def _store(arrays, name, model):
@@ -80,7 +87,7 @@ def train_recipe(cfg, device) -> Result:
     ``prune_steps`` steps at ``prune_lr``. The learning rate decays geometrically from ``lr``
     to ``lr * lr_final`` (``lr_final = 1``: constant, the paper's schedule). Weights are
     stored in the result's arrays as ``model/<name>/<parameter>`` (float32), losses as
-    ``loss/<name>`` (every 100th step). The paper trains the five noise levels of one
+    ``loss/<name>`` (mean of each block of 100 steps). The paper trains the five noise levels of one
     ``(h, L)`` as one batched ensemble; here they are trained one after another (on CPU the
     batched transformer is no faster, see ``benchmarks/``). ``grad_clip`` (mid scale: 1.0,
     a safety margin for its 10x larger learning rate) clips the global gradient norm;
@@ -93,7 +100,7 @@ def train_recipe(cfg, device) -> Result:
             task = SparseLinearRegression(cfg["d"], cfg["s"], sigma)
             test = eval_prompts(cfg, sigma)
             for h in cfg["heads"]:
-                name = model_name(h, L, sigma)
+                name = model_name(h, L, sigma, seed=cfg["seed"])
                 torch.manual_seed(derive_seed(cfg["seed"], h, L))
                 model = _build(cfg, h, L)
                 t0 = time.perf_counter()
@@ -105,14 +112,14 @@ def train_recipe(cfg, device) -> Result:
                 model = model.cpu().eval()
                 metrics[f"{name}/train_s"] = time.perf_counter() - t0
                 metrics[f"{name}/risk_n10"] = _query_risk(model, test)
-                arrays[f"loss/{name}"] = fit.losses[::100]
+                arrays[f"loss/{name}"] = _block_means(fit.losses)
                 names.append(name)
                 _store(arrays, name, model)
                 if h == 1 or not cfg["prune_steps"]:
                     continue
                 delta, _ = head_importance(model, test)
                 kept = prune_to_top_heads(model, head_weights(delta))
-                pname = model_name(h, L, sigma, pruned=True)
+                pname = model_name(h, L, sigma, pruned=True, seed=cfg["seed"])
                 metrics[f"{pname}/risk_before_finetune"] = _query_risk(model, test)
                 model.train()
                 fit = train(model, task, cfg["prune_steps"], batch_size=cfg["batch_size"],
@@ -123,7 +130,7 @@ def train_recipe(cfg, device) -> Result:
                 model = model.cpu().eval()
                 metrics[f"{pname}/risk_n10"] = _query_risk(model, test)
                 metrics[f"{pname}/kept_heads"] = kept
-                arrays[f"loss/{pname}"] = fit.losses[::100]
+                arrays[f"loss/{pname}"] = _block_means(fit.losses)
                 names.append(pname)
                 _store(arrays, pname, model)
     metrics["models"] = names
@@ -306,7 +313,8 @@ def icl_curve(model, cfg, noise_std, ns, n_prompts=2048) -> np.ndarray:
 
 
 def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
-                    n_prompts: int = 8192, pprobe_prompts: int = 1024, pprobe_steps: int = 100) -> dict:
+                    n_prompts: int = 8192, pprobe_prompts: int = 1024, pprobe_steps: int = 100,
+                    seed: int = 0) -> dict:
     """Every trained-model analysis of Chen et al. on the ``h``-head, ``L``-layer model, its
     pruned version and the 1-head model of the same depth (all at ``noise_std``).
 
@@ -316,8 +324,9 @@ def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
     for the 1- and h-head models, raw x and the ideal Algorithm 1) and ``pprobe_lr``."""
     from ..head_analysis import first_block_query_features, layer_probes, p_probing
     from ..theory.chen import preprocess
-    multi, single = models[model_name(h, L, noise_std)], models[model_name(1, L, noise_std)]
-    pruned = models.get(model_name(h, L, noise_std, pruned=True))
+    multi = models[model_name(h, L, noise_std, seed=seed)]
+    single = models[model_name(1, L, noise_std, seed=seed)]
+    pruned = models.get(model_name(h, L, noise_std, pruned=True, seed=seed))
     test = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=2)
     probe_train = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=3)
     out = {}
@@ -338,3 +347,18 @@ def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
         curves, best = p_probing(f, y_q, pprobe_steps, LRS, noise_std)
         out["pprobe"][name], out["pprobe_lr"][name] = curves[best], LRS[best]
     return out
+
+
+def load_committed(results_dir) -> tuple[dict, dict, str, list]:
+    """The committed trained models: ``results/chen.train/paper`` if it exists, else every
+    ``results/chen.train/mid*`` folder merged. Returns ``(models, config, scale, results)``;
+    ``models`` is empty when nothing is committed."""
+    from pathlib import Path
+    root = Path(results_dir) / "chen.train"
+    folders = [root / "paper"] if (root / "paper" / "result.json").exists() else \
+        sorted(f for f in root.glob("mid*") if (f / "result.json").exists())
+    models, results = {}, [Result.load(f) for f in folders]
+    for r in results:
+        models.update(load_models(r))
+    cfg = results[0].config if results else {}
+    return models, cfg, (results[0].scale if results else ""), results

@@ -57,13 +57,18 @@ def gd_path(X: torch.Tensor, y: torch.Tensor, lr: float, steps) -> torch.Tensor:
     trick that makes 10^4-step curves instant).
 
     Args:
-        X: ``(B, n, D)``; y: ``(B, n)``; lr: step size > 0;
-        steps: an int K (returns steps 0..K) or a sequence of step counts.
+        X: ``(B, n, D)``; y: ``(B, n)``; lr: step size > 0, or a ``(B,)`` tensor of per-prompt
+            step sizes; steps: an int K (returns steps 0..K) or a sequence of step counts.
 
     Returns:
         ``(len(steps), B, D)`` iterates (non-finite where GD diverged).
     """
-    lr = check_float("lr", lr, minimum=0.0, strict=True)
+    if torch.is_tensor(lr):
+        if lr.shape != X.shape[:1] or not bool((lr > 0).all()):
+            raise ValueError(f"lr as a tensor must be positive with shape (B,) = ({X.shape[0]},)")
+        lr = lr.double().unsqueeze(-1)                                   # (B, 1)
+    else:
+        lr = check_float("lr", lr, minimum=0.0, strict=True)
     ts = np.arange(check_int("steps", steps, minimum=0) + 1) if np.isscalar(steps) \
         else np.asarray(steps)
     if (ts < 0).any():
@@ -108,15 +113,25 @@ def preconditioned_gd_path(X: torch.Tensor, y: torch.Tensor, P: torch.Tensor, lr
     return torch.stack(out)
 
 
-def pre_gd_weights(x: torch.Tensor, y: torch.Tensor, n_context: int, lr: float, steps):
+def pre_gd_weights(x: torch.Tensor, y: torch.Tensor, n_context: int, lr, steps,
+                   relative: bool = False):
     """Algorithm 1 then GD from 0 on the preprocessed context.
+
+    ``relative=True`` reads ``lr`` as a fraction of ``2 / lambda_max`` of each prompt's
+    preprocessed covariance (``lr`` in (0, 1) never diverges), for data whose scale varies.
 
     Returns ``(w_tilde, u)``, both ``(len(steps), B, d)``: the GD iterates on ``x~`` and the
     effective weights on the raw covariates, ``u = diag(r_hat) w_tilde`` (the prediction at a
     query is ``<w_tilde, x~_q> = <u, x_q>``)."""
     n = _check_prompts(x, y, n_context)
     r = correlations(x, y, n).double()
-    W = gd_path(x[:, :n].double() * r.unsqueeze(1), y[:, :n], lr, steps)
+    Xt = x[:, :n].double() * r.unsqueeze(1)
+    if relative:
+        if not 0 < lr < 1:
+            raise ValueError(f"lr must be in (0, 1) with relative=True, got {lr}")
+        top = torch.linalg.eigvalsh(Xt.transpose(1, 2) @ Xt / n)[:, -1].clamp(min=1e-300)
+        lr = 2 * lr / top
+    W = gd_path(Xt, y[:, :n], lr, steps)
     return W, W * r
 
 
