@@ -352,7 +352,8 @@ def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
 def load_committed(results_dir) -> tuple[dict, dict, str, list]:
     """The committed trained models: ``results/chen.train/paper`` if it exists, else every
     ``results/chen.train/mid*`` folder merged. Returns ``(models, config, scale, results)``;
-    ``models`` is empty when nothing is committed."""
+    ``models`` is empty when nothing is committed; ``config`` is the first result's with
+    ``heads`` and ``seeds`` merged over all of them."""
     from pathlib import Path
     root = Path(results_dir) / "chen.train"
     folders = [root / "paper"] if (root / "paper" / "result.json").exists() else \
@@ -360,5 +361,8 @@ def load_committed(results_dir) -> tuple[dict, dict, str, list]:
     models, results = {}, [Result.load(f) for f in folders]
     for r in results:
         models.update(load_models(r))
-    cfg = results[0].config if results else {}
+    cfg = dict(results[0].config) if results else {}
+    if results:   # the merged folders differ in their head counts and seeds only
+        cfg["heads"] = sorted({h for r in results for h in r.config["heads"]})
+        cfg["seeds"] = sorted({r.config["seed"] for r in results})
     return models, cfg, (results[0].scale if results else ""), results
