@@ -269,7 +269,7 @@ def rates_recipe(cfg, device) -> Result:
 @register(
     "chen.baselines",
     ci=dict(d=16, s=4, noise_stds=[0.1], ns=list(range(1, 26)), tasks=500,
-            lams=[1.0, 0.1, 0.01, 0.001, 1e-4], alphas=[1.0, 0.1, 0.01, 0.001, 1e-4], lasso_iters=1000,
+            lams=[1.0, 0.1, 0.01, 0.001, 1e-4], alphas=[1.0, 0.1, 0.01, 0.001, 1e-4], lasso_iters=500,
             seed=0),
     paper=dict(d=16, s=4, noise_stds=[0.0, 0.1, 0.2, 0.4, 0.8], ns=list(range(1, 26)), tasks=4000,
                lams=[1.0, 0.1, 0.01, 0.001, 1e-4], alphas=[1.0, 0.1, 0.01, 0.001, 1e-4], lasso_iters=5000,
