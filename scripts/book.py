@@ -186,9 +186,10 @@ def seed_cache():
 REPORT = ROOT / "book" / "reproduction.md"
 
 
-def _cell(text) -> str:
-    """One Markdown table cell: pipes escaped, no line breaks, no stray emphasis."""
-    return " ".join(str(text).split()).replace("|", "\\|").replace("*", "\\*")
+def _cell(text, markup: bool = False) -> str:
+    """One Markdown table cell: pipes escaped, no line breaks, ``*`` escaped unless ``markup``."""
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if markup else text.replace("*", "\\*")
 
 
 def collect_claims() -> list[tuple[str, str, dict]]:
@@ -225,13 +226,13 @@ def write_report(out: Path = REPORT) -> Path:
                                           for v in verdicts) + f" | {len(claims)} |")
     for paper in papers:
         lines += ["", f"## {paper}", "",
-                  "| id | where | the paper says | we measured | scale | verdict | why it differs / is reduced |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| where (id) | the paper says | we measured | verdict (scale) | why it differs / is reduced |",
+                  "|---|---|---|---|---|"]
         for nb, key, c in claims:
             if c["paper"] == paper:
                 lines.append("| " + " | ".join(_cell(v) for v in (
-                    f"{nb}:{key}", c["where"], c["statement"], c["measured"], c["scale"],
-                    c["verdict"], c["reason"] or "-")) + " |")
+                    f"{c['where']} ({nb}:{key})", c["statement"], c["measured"])) +
+                    f" | **{_cell(c['verdict'])}** ({_cell(c['scale'])}) | {_cell(c['reason'] or '-')} |")
     lines += ["", "## Committed results", "",
               "| result | scale | device | wall time | commit | command |", "|---|---|---|---|---|---|"]
     committed = sorted((ROOT / "results").glob("*/*/result.json"))

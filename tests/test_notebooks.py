@@ -379,7 +379,7 @@ def test_reproduction_report_lists_every_claim(executed_notebooks, tmp_path):
     for chapter in ("foundations", "zhang", "collins", "chen", "cheng"):
         assert {f"{chapter}/theory", f"{chapter}/experiments"} <= chapters, f"{chapter} records no claims"
     for nb, key, claim in claims:
-        assert f"| {nb}:{key} |" in page, f"{nb}:{key} is recorded but missing from the report"
+        assert f"({nb}:{key}) |" in page, f"{nb}:{key} is recorded but missing from the report"
         assert claim["verdict"] in VERDICTS
     total = page.split("| all |")[1].split("\n")[0]
     assert total.strip().endswith(f"| {len(claims)} |")
