@@ -178,3 +178,17 @@ def test_train_recipe_round_trip(tmp_path):
     assert sum(models["h4_L2_s0.1_pruned"].head_masks[1].tolist()) == 1
     assert r.metrics["h4_L2_s0.1_pruned/kept_heads"][0] == models["h4_L2_s0.1_pruned"].head_masks[1].argmax()
     assert len(r.arrays["loss/h1_L2_s0.1"]) == 1                              # 100-step means
+
+
+def test_head_importance_on_a_decoder_reads_the_right_position():
+    """Fig. 9's decoders predict every point; the assessment reads point n_context."""
+    from icl_core.head_analysis import query_prediction
+    torch.manual_seed(0)
+    dec = Transformer(8, d_model=16, n_layers=2, n_heads=4, layout="interleaved")
+    p = SparseLinearRegression(8, 2, 0.1).sample(64, 11, n_context=10, seed=1)
+    with torch.no_grad():
+        full = dec(p.x, p.y, 10)
+    assert torch.equal(query_prediction(dec, p), full[:, 10])
+    delta, base = head_importance(dec, p)
+    assert delta.shape == (2, 4) and np.isfinite(delta).all()
+    assert base == pytest.approx(float(((full[:, 10] - p.y[:, 10]) ** 2).mean()))

@@ -37,9 +37,9 @@ def _build(cfg, h, L):
                        layout="stacked")
 
 
-def eval_prompts(cfg, noise_std, n_context=10, n_queries=1, n_prompts=None, tag=0, s=None):
+def eval_prompts(cfg, noise_std, n_context=10, n_queries=1, n_prompts=None, tag=0):
     """The shared evaluation prompts (same seed for every model)."""
-    task = SparseLinearRegression(cfg["d"], s or cfg["s"], noise_std)
+    task = SparseLinearRegression(cfg["d"], cfg["s"], noise_std)
     return task.sample(n_prompts or cfg["eval_prompts"], n_context + n_queries, n_context=n_context,
                        seed=derive_seed(cfg["seed"], 777, tag, int(round(1000 * noise_std))))
 
