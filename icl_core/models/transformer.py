@@ -12,6 +12,11 @@ Attention is softmax (``torch.nn.functional.scaled_dot_product_attention``) or l
 (the 1/n normalisation of Zhang et al. and Cheng et al.). ``d_mlp=0`` drops the MLP.
 ``causal=True`` gives a decoder (GPT-2 style), ``False`` an encoder. Garg et al.'s standard
 model is ``Transformer(d=20, d_model=256, n_layers=12, n_heads=8)`` on the interleaved layout.
+
+For Chen et al.'s analyses each block's attention has a ``head_mask`` buffer (one factor per
+head on its slice of the concatenated output, before the output projection; saved with the
+weights, so a pruned model stays pruned) and ``hidden_states()`` returns the residual stream
+after the read-in and after every block (:mod:`icl_core.head_analysis`).
 """
 from __future__ import annotations
 
