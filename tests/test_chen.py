@@ -192,3 +192,18 @@ def test_head_importance_on_a_decoder_reads_the_right_position():
     delta, base = head_importance(dec, p)
     assert delta.shape == (2, 4) and np.isfinite(delta).all()
     assert base == pytest.approx(float(((full[:, 10] - p.y[:, 10]) ** 2).mean()))
+
+
+def test_train_recipe_noise_levels_as_one_ensemble(tmp_path):
+    """The paper's protocol: the noise levels of one (h, L) train together; each run equals
+    the single-noise-level run (same init, same data)."""
+    kw = dict(d_model=16, heads=[2], layers=[1], steps=6, prune_steps=3, eval_prompts=32)
+    both = run("chen.train", "ci", device="cpu", noise_stds=[0.0, 0.4], **kw)
+    alone = run("chen.train", "ci", device="cpu", noise_stds=[0.4], **kw)
+    assert both.metrics["models"] == ["h2_L1_s0", "h2_L1_s0.4", "h2_L1_s0_pruned", "h2_L1_s0.4_pruned"]
+    m_both, m_alone = load_models(both), load_models(alone)
+    probe = SparseLinearRegression(16, 4, 0.4).sample(64, 13, n_context=12, seed=5)
+    for name in ("h2_L1_s0.4", "h2_L1_s0.4_pruned"):   # as test_ensembles: vmap reorders float sums
+        assert torch.equal(m_both[name].head_masks[0], m_alone[name].head_masks[0])
+        assert torch.allclose(m_both[name].predict(probe), m_alone[name].predict(probe), atol=1e-4)
+        np.testing.assert_allclose(both.arrays[f"loss/{name}"], alone.arrays[f"loss/{name}"], rtol=1e-4)

@@ -87,50 +87,60 @@ def train_recipe(cfg, device) -> Result:
     ``prune_steps`` steps at ``prune_lr``. The learning rate decays geometrically from ``lr``
     to ``lr * lr_final`` (``lr_final = 1``: constant, the paper's schedule). Weights are
     stored in the result's arrays as ``model/<name>/<parameter>`` (float32), losses as
-    ``loss/<name>`` (mean of each block of 100 steps). The paper trains the five noise levels of one
-    ``(h, L)`` as one batched ensemble; here they are trained one after another (on CPU the
-    batched transformer is no faster, see ``benchmarks/``). ``grad_clip`` (mid scale: 1.0,
+    ``loss/<name>`` (mean of each block of 100 steps). As in the paper, the noise levels of one
+    ``(h, L)`` train together as one batched ensemble (:func:`~icl_core.training.train` with a
+    list of models and samplers; each run follows exactly its own single-model trajectory, and
+    ``train_s`` is the ensemble's wall time); pruned copies are fine-tuned the same way.
+    ``grad_clip`` (mid scale: 1.0,
     a safety margin for its 10x larger learning rate) clips the global gradient norm;
     ``checkpoint_dir`` makes long runs resumable."""
     arrays, metrics, names = {}, {}, []
     decay = cfg["lr_final"] ** (1.0 / cfg["steps"]) if cfg["lr_final"] != 1 else None
     T = cfg["n_context"] + cfg["n_queries"]
+    sigmas = cfg["noise_stds"]
+    one = lambda xs: xs if len(xs) > 1 else xs[0]  # noqa: E731  (a list trains as one ensemble)
     for L in cfg["layers"]:
-        for sigma in cfg["noise_stds"]:
-            task = SparseLinearRegression(cfg["d"], cfg["s"], sigma)
-            test = eval_prompts(cfg, sigma)
-            for h in cfg["heads"]:
-                name = model_name(h, L, sigma, seed=cfg["seed"])
+        tasks = [SparseLinearRegression(cfg["d"], cfg["s"], s) for s in sigmas]
+        tests = [eval_prompts(cfg, s) for s in sigmas]
+        for h in cfg["heads"]:
+            run_names = [model_name(h, L, s, seed=cfg["seed"]) for s in sigmas]
+            models = []
+            for _ in sigmas:             # the same initialisation for every noise level
                 torch.manual_seed(derive_seed(cfg["seed"], h, L))
-                model = _build(cfg, h, L)
-                t0 = time.perf_counter()
-                fit = train(model, task, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
-                            lr_decay=decay, seed=derive_seed(cfg["seed"], 1, int(1000 * sigma)),
-                            n_points=T, n_queries=cfg["n_queries"], device=device,
-                            grad_clip=cfg["grad_clip"], checkpoint_path=_checkpoint(cfg, name),
-                            checkpoint_every=2000 if cfg["checkpoint_dir"] else 0)
-                model = model.cpu().eval()
-                metrics[f"{name}/train_s"] = time.perf_counter() - t0
-                metrics[f"{name}/risk_n10"] = _query_risk(model, test)
-                arrays[f"loss/{name}"] = _block_means(fit.losses)
+                models.append(_build(cfg, h, L))
+            t0 = time.perf_counter()
+            fit = train(one(models), one(tasks), cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
+                        lr_decay=decay, seed=one([derive_seed(cfg["seed"], 1, int(1000 * s)) for s in sigmas]),
+                        n_points=T, n_queries=cfg["n_queries"], device=device,
+                        grad_clip=cfg["grad_clip"], checkpoint_path=_checkpoint(cfg, "+".join(run_names)),
+                        checkpoint_every=2000 if cfg["checkpoint_dir"] else 0)
+            seconds = time.perf_counter() - t0
+            losses = np.atleast_2d(fit.losses)
+            models = [m.cpu().eval() for m in models]
+            for k, (name, model) in enumerate(zip(run_names, models)):
+                metrics[f"{name}/train_s"] = seconds
+                metrics[f"{name}/risk_n10"] = _query_risk(model, tests[k])
+                arrays[f"loss/{name}"] = _block_means(losses[k])
                 names.append(name)
                 _store(arrays, name, model)
-                if h == 1 or not cfg["prune_steps"]:
-                    continue
-                delta, _ = head_importance(model, test)
-                kept = prune_to_top_heads(model, head_weights(delta))
-                pname = model_name(h, L, sigma, pruned=True, seed=cfg["seed"])
-                metrics[f"{pname}/risk_before_finetune"] = _query_risk(model, test)
+            if h == 1 or not cfg["prune_steps"]:
+                continue
+            pruned_names = [model_name(h, L, s, pruned=True, seed=cfg["seed"]) for s in sigmas]
+            for k, (pname, model) in enumerate(zip(pruned_names, models)):
+                delta, _ = head_importance(model, tests[k])
+                metrics[f"{pname}/kept_heads"] = prune_to_top_heads(model, head_weights(delta))
+                metrics[f"{pname}/risk_before_finetune"] = _query_risk(model, tests[k])
                 model.train()
-                fit = train(model, task, cfg["prune_steps"], batch_size=cfg["batch_size"],
-                            lr=cfg["prune_lr"], seed=derive_seed(cfg["seed"], 2, int(1000 * sigma)),
-                            n_points=T, n_queries=cfg["n_queries"], device=device,
-                            grad_clip=cfg["grad_clip"], checkpoint_path=_checkpoint(cfg, pname),
-                            checkpoint_every=2000 if cfg["checkpoint_dir"] else 0)
-                model = model.cpu().eval()
-                metrics[f"{pname}/risk_n10"] = _query_risk(model, test)
-                metrics[f"{pname}/kept_heads"] = kept
-                arrays[f"loss/{pname}"] = _block_means(fit.losses)
+            fit = train(one(models), one(tasks), cfg["prune_steps"], batch_size=cfg["batch_size"],
+                        lr=cfg["prune_lr"], seed=one([derive_seed(cfg["seed"], 2, int(1000 * s)) for s in sigmas]),
+                        n_points=T, n_queries=cfg["n_queries"], device=device,
+                        grad_clip=cfg["grad_clip"], checkpoint_path=_checkpoint(cfg, "+".join(pruned_names)),
+                        checkpoint_every=2000 if cfg["checkpoint_dir"] else 0)
+            losses = np.atleast_2d(fit.losses)
+            models = [m.cpu().eval() for m in models]
+            for k, (pname, model) in enumerate(zip(pruned_names, models)):
+                metrics[f"{pname}/risk_n10"] = _query_risk(model, tests[k])
+                arrays[f"loss/{pname}"] = _block_means(losses[k])
                 names.append(pname)
                 _store(arrays, pname, model)
     metrics["models"] = names
@@ -353,7 +363,7 @@ def load_committed(results_dir) -> tuple[dict, dict, str, list]:
     """The committed trained models: ``results/chen.train/paper`` if it exists, else every
     ``results/chen.train/mid*`` folder merged. Returns ``(models, config, scale, results)``;
     ``models`` is empty when nothing is committed; ``config`` is the first result's with
-    ``heads`` and ``seeds`` merged over all of them."""
+    ``heads``, ``layers`` and ``seeds`` merged over all of them."""
     from pathlib import Path
     root = Path(results_dir) / "chen.train"
     folders = [root / "paper"] if (root / "paper" / "result.json").exists() else \
@@ -362,7 +372,8 @@ def load_committed(results_dir) -> tuple[dict, dict, str, list]:
     for r in results:
         models.update(load_models(r))
     cfg = dict(results[0].config) if results else {}
-    if results:   # the merged folders differ in their head counts and seeds only
+    if results:   # the merged folders differ in their head counts, depths and seeds only
         cfg["heads"] = sorted({h for r in results for h in r.config["heads"]})
+        cfg["layers"] = sorted({L for r in results for L in r.config["layers"]})
         cfg["seeds"] = sorted({r.config["seed"] for r in results})
     return models, cfg, (results[0].scale if results else ""), results
