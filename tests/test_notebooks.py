@@ -353,6 +353,13 @@ def test_chen_committed_models_as_they_are(executed_notebooks):
     assert r["fig1d_pruned_minus_original_last"] > 0.5 * r["fig1d_single_minus_original_last"]
     p = r["fig2b_min"]
     assert r["fig2b_multi_beats_single_every_seed"] is True and p["h=4"] > p["raw x"] > p["Algorithm 1 (ideal)"]
+    assert r["depths"] == [3, 4]                                # the reduced Figs. 3-8
+    e = r["fig3_err_by_depth"]
+    assert e["1"][0] < e["4"][0] and e["4"][1] < e["1"][1]     # 1 head wins at L = 3, 4 heads at L = 4
+    assert e["1"][0] < r["baselines_n10"]["ridge"]              # the L = 3 single-head model beats ridge
+    assert r["fig3_more_heads_better_every_depth"] is False
+    assert r["fig4_layer1_least_dominated_every_depth"] is False
+    assert r["fig5_8_gaps_by_depth"]["3"][1] < 0 < r["fig5_8_gaps_by_depth"]["3"][0]
 
 
 # --- synthesis and the reproduction report -------------------------------------------------
