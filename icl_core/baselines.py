@@ -43,16 +43,22 @@ def ols(x_ctx, y_ctx, x_q):
     return _linear_predict(ols_weights(x_ctx, y_ctx), x_q.cpu()).to(x_q.device)
 
 
-def ridge(x_ctx, y_ctx, x_q, lam: float = 1.0):
-    """Ridge regression ``w = (X^T X + lam I)^{-1} X^T y`` (unnormalised, scikit-learn's
-    convention). With ``w ~ N(0, tau^2 I)`` and noise ``sigma``, ``lam = sigma^2 / tau^2``
-    gives the posterior mean, the Bayes-optimal predictor under squared loss."""
-    _check(x_ctx, y_ctx, x_q)
+def ridge_weights(x_ctx: torch.Tensor, y_ctx: torch.Tensor, lam: float) -> torch.Tensor:
+    """``w = (X^T X + lam I)^{-1} X^T y`` (unnormalised, scikit-learn's convention):
+    ``(B, n, d), (B, n) -> (B, d)``, float64. The normalised form
+    ``(X^T X / n + lam' I)^{-1} X^T y / n`` of some papers is this with ``lam = n lam'``."""
     lam = check_float("lam", lam, minimum=0.0, strict=True)
     X, y = x_ctx.to(torch.float64), y_ctx.to(torch.float64)
     A = X.transpose(1, 2) @ X + lam * torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
-    w = torch.linalg.solve(A, (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
-    return _linear_predict(w, x_q)
+    return torch.linalg.solve(A, (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+
+
+def ridge(x_ctx, y_ctx, x_q, lam: float = 1.0):
+    """Ridge regression ``x_q^T w`` with :func:`ridge_weights` (unnormalised ``lam``). With
+    ``w ~ N(0, tau^2 I)`` and noise ``sigma``, ``lam = sigma^2 / tau^2`` gives the posterior
+    mean, the Bayes-optimal predictor under squared loss."""
+    _check(x_ctx, y_ctx, x_q)
+    return _linear_predict(ridge_weights(x_ctx, y_ctx, lam), x_q)
 
 
 def lasso_weights(x_ctx: torch.Tensor, y_ctx: torch.Tensor, alpha: float,

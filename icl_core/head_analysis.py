@@ -39,7 +39,8 @@ def query_prediction(model, prompt) -> torch.Tensor:
     return pred[:, prompt.n_context] if getattr(layout, "kind", "stacked") == "interleaved" else pred[:, 0]
 
 
-def _query_error(model, prompt) -> float:
+def query_error(model, prompt) -> float:
+    """Mean squared error of :func:`query_prediction` against the first query's label."""
     pred = query_prediction(model, prompt)
     return float(((pred.double() - prompt.y[:, prompt.n_context].double()) ** 2).mean())
 
@@ -68,7 +69,7 @@ def head_importance(model, prompt) -> tuple[np.ndarray, float]:
         ``(delta, base)``: ``delta`` of shape ``(L, H)`` (NaN for heads already masked),
         ``base`` the unmasked squared error at the first query.
     """
-    base = _query_error(model, prompt)
+    base = query_error(model, prompt)
     masks = model.head_masks
     delta = np.full((len(masks), len(masks[0])), np.nan)
     for i, mask in enumerate(masks):
@@ -76,7 +77,7 @@ def head_importance(model, prompt) -> tuple[np.ndarray, float]:
             if mask[j] == 0:
                 continue
             with masked_head(model, i, j):
-                delta[i, j] = _query_error(model, prompt) - base
+                delta[i, j] = query_error(model, prompt) - base
     return delta, base
 
 
@@ -176,7 +177,7 @@ def p_probing(features: torch.Tensor, y: torch.Tensor, steps: int, lrs, noise_st
         risk ``(yhat_q - y_q)^2 - noise_std^2`` after k steps for each step size (inf where
         GD diverged), and the index of the step size with the lowest mean over steps.
     """
-    from .theory.chen import gd_path
+    from .theory.chen import best_curve, gd_path
     steps = check_int("steps", steps, minimum=0)
     X, Y = features[:, :-1].double(), y[:, :-1].double()
     xq, yq = features[:, -1].double(), y[:, -1].double()
@@ -187,6 +188,4 @@ def p_probing(features: torch.Tensor, y: torch.Tensor, steps: int, lrs, noise_st
         c = err.mean(1).numpy() - noise_std ** 2
         curves.append(np.where(np.isfinite(c), c, np.inf))
     curves = np.array(curves)
-    with np.errstate(invalid="ignore"):
-        best = int(np.argmin(np.where(np.isfinite(curves), curves, np.inf).mean(1)))
-    return curves, best
+    return curves, best_curve(curves)

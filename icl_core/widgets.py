@@ -277,15 +277,12 @@ class PreGDExplorer:
         """``(steps, {method: curve}, ridge_risk)``."""
         from .recipes.chen import LRS, step_grid
         from .tasks import SparseLinearRegression
-        from .theory.chen import best_curve, excess_risk, ridge_weights, risk_curves
+        from .theory.chen import excess_risk, ridge_weights, tuned_curves
         s = min(self.s, self.d)
         p = SparseLinearRegression(self.d, s, self.sigma).sample(
             self.n_prompts, self.n + 1, n_context=self.n, seed=self.seed)
         ts = step_grid(10000, 25)
-        out = {}
-        for method in ("gd", "pre-gd"):
-            c = risk_curves(p.x, p.y, p.task["w"], self.n, LRS, ts, method)
-            out[method] = c[best_curve(c)]
+        out = {k: v["curve"] for k, v in tuned_curves(p.x, p.y, p.task["w"], self.n, LRS, ts).items()}
         X, y = p.x[:, :self.n], p.y[:, :self.n]
         ridge_risk = min(float(excess_risk(ridge_weights(X, y, lam), p.task["w"]).mean())
                          for lam in (1.0, 0.1, 0.01, 0.001, 1e-4))

@@ -222,7 +222,7 @@ def write_report(out: Path = REPORT) -> Path:
         mine = [c for _, _, c in claims if c["paper"] == paper]
         lines.append(f"| {_cell(paper)} | " + " | ".join(str(sum(c["verdict"] == v for c in mine))
                                                      for v in verdicts) + f" | {len(mine)} |")
-    lines.append(f"| all | " + " | ".join(str(sum(c["verdict"] == v for _, _, c in claims))
+    lines.append("| all | " + " | ".join(str(sum(c["verdict"] == v for _, _, c in claims))
                                           for v in verdicts) + f" | {len(claims)} |")
     for paper in papers:
         lines += ["", f"## {paper}", "",

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from ..head_analysis import head_importance, head_weights, prune_to_top_heads, query_prediction
+from ..head_analysis import head_importance, head_weights, prune_to_top_heads, query_error
 from ..models import Transformer
 from ..prompts import derive_seed
 from ..results import Result
@@ -61,8 +61,7 @@ def _checkpoint(cfg, name):
 
 
 def _query_risk(model, prompt):
-    pred = query_prediction(model, prompt)
-    return float(((pred - prompt.y[:, prompt.n_context]) ** 2).mean()) - prompt.noise_std ** 2
+    return query_error(model, prompt) - prompt.noise_std ** 2
 
 
 @register(
@@ -192,18 +191,12 @@ def step_grid(max_steps: int, points: int = 40) -> np.ndarray:
 
 
 def _gd_vs_pregd(cfg, s, noise_std, tag, correlation=0.0):
-    from ..theory.chen import best_curve, risk_curves
+    from ..theory.chen import tuned_curves
     task = SparseLinearRegression(cfg["d"], s, noise_std, correlation=correlation)
     p = task.sample(cfg["tasks"], cfg["n"] + 1, n_context=cfg["n"],
                     seed=derive_seed(cfg["seed"], tag, int(1000 * noise_std), int(1000 * correlation)))
     ts = step_grid(cfg["max_steps"])
-    cov = task.covariance()
-    out = {}
-    for method in ("gd", "pre-gd"):
-        curves = risk_curves(p.x, p.y, p.task["w"], cfg["n"], LRS, ts, method, cov=cov)
-        b = best_curve(curves)
-        out[method] = dict(curve=curves[b], lr=LRS[b], min=float(np.min(curves)))
-    return ts, out
+    return ts, tuned_curves(p.x, p.y, p.task["w"], cfg["n"], LRS, ts, cov=task.covariance())
 
 
 @register(
@@ -293,8 +286,8 @@ def baselines_recipe(cfg, device) -> Result:
     of each grid per n (the paper: "tuned for the lowest risk"; per n is our reading).
     The OLS values at n in {d-1, d, d+1} are huge and seed-dependent (infinite in
     expectation): the plots clip them as the paper does."""
-    from ..baselines import lasso_weights, ols_weights
-    from ..theory.chen import excess_risk, ridge_weights
+    from ..baselines import lasso_weights, ols_weights, ridge_weights
+    from ..theory.chen import excess_risk
     arrays = {"ns": np.array(cfg["ns"])}
     for sigma in cfg["noise_stds"]:
         task = SparseLinearRegression(cfg["d"], cfg["s"], sigma)
@@ -304,8 +297,7 @@ def baselines_recipe(cfg, device) -> Result:
                             seed=derive_seed(cfg["seed"], 6, n, int(1000 * sigma)))
             X, y, w = p.x[:, :n].double(), p.y[:, :n].double(), p.task["w"]
             rows["ols"].append(float(excess_risk(ols_weights(X, y), w).mean()))
-            # scikit-learn's (X^T X + lam I)^{-1} X^T y is the normalised ridge at lam / n
-            rows["ridge"].append(min(float(excess_risk(ridge_weights(X, y, lam / n), w).mean())
+            rows["ridge"].append(min(float(excess_risk(ridge_weights(X, y, lam), w).mean())
                                      for lam in cfg["lams"]))
             rows["lasso"].append(min(float(excess_risk(lasso_weights(X, y, a, cfg["lasso_iters"]), w).mean())
                                      for a in cfg["alphas"]))

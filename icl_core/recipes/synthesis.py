@@ -28,6 +28,8 @@ so one kernel ``e^{<u, v>}`` and one step-size grid serve all of them.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 
@@ -36,7 +38,7 @@ from ..models import LSA, KernelTransformer, SoftmaxUnit, Transformer
 from ..prompts import derive_seed
 from ..results import Result
 from ..tasks import GPTask, LinearRegression, LipschitzTask, SparseLinearRegression
-from ..theory.chen import best_curve, gd_path, pre_gd_weights, ridge_weights
+from ..theory.chen import pre_gd_weights, ridge_weights
 from ..theory.zhang import lsa_predict
 from ..training import train
 from ..validation import check_choice
@@ -71,9 +73,11 @@ class _ScaledSparse(SparseLinearRegression):
         return task
 
 
-def second_moment(task, d: int, seed: int = 0) -> np.ndarray:
-    """``E[x x^T]`` of a family's covariates (Monte Carlo, 20k points)."""
-    x = task.sample(2000, 11, seed=seed).x.reshape(-1, d).double()
+@lru_cache(maxsize=None)
+def second_moment(family: str, d: int, seed: int = 0) -> np.ndarray:
+    """``E[x x^T]`` of a family's covariates (Monte Carlo, 22k points; computed once per
+    family, d and seed)."""
+    x = family_task(family, d).sample(2000, 11, seed=seed).x.reshape(-1, d).double()
     return (x.T @ x / len(x)).numpy()
 
 
@@ -87,7 +91,7 @@ class Counterparts:
                  tune_prompts: int = 300, seed: int = 0):
         self.family, self.d, self.n, self.n_train, self.kernel_steps = family, d, n, n_train, kernel_steps
         self.task = family_task(family, d)
-        self.Lam = second_moment(self.task, d, seed)
+        self.Lam = second_moment(family, d, seed)
         tune = self.task.sample(tune_prompts, n + 1, n_context=n, seed=derive_seed(seed, 11, n))
         x, y = tune.x.double(), tune.y.double()
         yq = y[:, n]
@@ -109,8 +113,10 @@ class Counterparts:
 
     @staticmethod
     def _softmax(x, y, n, w):
-        scores = w * (x[:, n:] @ x[:, :n].transpose(1, 2))
-        return (scores.softmax(-1) @ y[:, :n].unsqueeze(-1)).squeeze(-1)
+        """The softmax unit itself with ``M = w I`` (float64)."""
+        unit = SoftmaxUnit(x.shape[-1], param="M", init_scale=float(w)).double()
+        with torch.no_grad():
+            return unit(x, y, n)
 
     def predict(self, mechanism: str, x: torch.Tensor, y: torch.Tensor, n: int) -> torch.Tensor:
         """``(B, q)`` predictions of the counterpart of ``mechanism`` at the queries."""

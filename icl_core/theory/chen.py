@@ -84,19 +84,6 @@ def gd_path(X: torch.Tensor, y: torch.Tensor, lr: float, steps) -> torch.Tensor:
     return torch.einsum("tbk,bdk->tbd", factor * b, V)
 
 
-def gd_iterative(X: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> torch.Tensor:
-    """The same iterates by the explicit recursion ``w <- w + (lr/n) X^T (y - X w)``:
-    ``(steps + 1, B, D)`` (the check of :func:`gd_path`)."""
-    X, y = X.double(), y.double()
-    n = X.shape[1]
-    w = torch.zeros(X.shape[0], X.shape[2], dtype=torch.float64)
-    out = [w]
-    for _ in range(check_int("steps", steps, minimum=0)):
-        w = w + lr / n * (X.transpose(1, 2) @ (y - (X @ w.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)).squeeze(-1)
-        out.append(w)
-    return torch.stack(out)
-
-
 def preconditioned_gd_path(X: torch.Tensor, y: torch.Tensor, P: torch.Tensor, lr: float,
                            steps: int) -> torch.Tensor:
     """``u <- u - lr P grad L_n(u)`` from 0 with a diagonal preconditioner ``P (B, d)``:
@@ -111,6 +98,12 @@ def preconditioned_gd_path(X: torch.Tensor, y: torch.Tensor, P: torch.Tensor, lr
         u = u - lr * P * grad
         out.append(u)
     return torch.stack(out)
+
+
+def gd_iterative(X: torch.Tensor, y: torch.Tensor, lr: float, steps: int) -> torch.Tensor:
+    """The iterates of :func:`gd_path` by the explicit recursion ``w <- w + (lr/n) X^T (y - X w)``
+    (the preconditioned recursion with ``P = 1``): ``(steps + 1, B, D)``."""
+    return preconditioned_gd_path(X, y, torch.ones(X.shape[0], X.shape[2]), lr, steps)
 
 
 def pre_gd_weights(x: torch.Tensor, y: torch.Tensor, n_context: int, lr, steps,
@@ -170,12 +163,23 @@ def best_curve(curves: np.ndarray) -> int:
         return int(np.argmin(np.where(np.isfinite(curves), curves, np.inf).mean(1)))
 
 
+def tuned_curves(x, y, w_star, n_context, lrs, steps, cov=None) -> dict:
+    """GD and pre-GD (Fig. 2c) on the same prompts, each at its :func:`best_curve` step size:
+    ``{method: {"curve": (len(steps),), "lr": float, "min": float}}``, where ``min`` is the
+    lowest risk over every step size and step count."""
+    out = {}
+    for method in ("gd", "pre-gd"):
+        curves = risk_curves(x, y, w_star, n_context, lrs, steps, method, cov=cov)
+        b = best_curve(curves)
+        out[method] = dict(curve=curves[b], lr=lrs[b], min=float(np.min(curves)))
+    return out
+
+
 def ridge_weights(X: torch.Tensor, y: torch.Tensor, lam: float) -> torch.Tensor:
-    """The theory's normalised ridge ``(X^T X/n + lam I)^{-1} X^T y / n``: ``(B, d)``."""
-    X, y = X.double(), y.double()
-    n, d = X.shape[1], X.shape[2]
-    A = X.transpose(1, 2) @ X / n + lam * torch.eye(d, dtype=X.dtype)
-    return torch.linalg.solve(A, X.transpose(1, 2) @ y.unsqueeze(-1) / n).squeeze(-1)
+    """The theory's normalised ridge ``(X^T X/n + lam I)^{-1} X^T y / n``: ``(B, d)`` (the
+    library's unnormalised :func:`~icl_core.baselines.ridge_weights` at ``n lam``)."""
+    from ..baselines import ridge_weights as unnormalised
+    return unnormalised(X, y, lam * X.shape[1])
 
 
 def ols_expected_risk(d: int, n: int, noise_std: float, w_norm2: float = 1.0) -> float:
@@ -248,27 +252,17 @@ def constructed_transformer(d: int, gd_steps: int, step_size: float, n_context: 
     return model
 
 
-def lemma_d1(d: int, s: int, ns, n_tasks: int, noise_std: float, seed: int = 0) -> np.ndarray:
-    """Mean of ``max_j |r_hat_j - r_j|`` for each n (Sigma = I, Theorem 5.3's prior, so
-    r = w*): Lemma D.1's ``sqrt(s log(d) / n)`` rate."""
+def correlation_lemmas(d: int, s: int, ns, n_tasks: int, noise_std: float,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Lemmas D.1 and D.2 on the same prompts, for each n (Sigma = I, Theorem 5.3's prior, so
+    r = w*): the mean of ``max_j |r_hat_j - r_j|`` (D.1's ``sqrt(s log(d) / n)`` rate) and the
+    probability of D.2's event ``|r_hat_i| >= |r_i| / 2`` for all i in S."""
     from ..tasks import SparseLinearRegression
     task = SparseLinearRegression(d, s, noise_std, nonzero="rademacher")
-    out = []
-    for n in ns:
-        p = task.sample(n_tasks, n + 1, seed=seed + n)
-        r = correlations(p.x, p.y, n)
-        out.append(float((r - p.task["w"]).abs().max(1).values.mean()))
-    return np.array(out)
-
-
-def lemma_d2(d: int, s: int, ns, n_tasks: int, noise_std: float, seed: int = 0) -> np.ndarray:
-    """Probability of Lemma D.2's event ``|r_hat_i| >= |r_i| / 2`` for all i in S."""
-    from ..tasks import SparseLinearRegression
-    task = SparseLinearRegression(d, s, noise_std, nonzero="rademacher")
-    out = []
+    dev, prob = [], []
     for n in ns:
         p = task.sample(n_tasks, n + 1, seed=seed + n)
         r, w, S = correlations(p.x, p.y, n), p.task["w"], p.task["support"]
-        ok = ((r.abs() >= w.abs() / 2) | ~S).all(1)
-        out.append(float(ok.double().mean()))
-    return np.array(out)
+        dev.append(float((r - w).abs().max(1).values.mean()))
+        prob.append(float(((r.abs() >= w.abs() / 2) | ~S).all(1).double().mean()))
+    return np.array(dev), np.array(prob)
