@@ -6,9 +6,12 @@
 * **ensembles**: pass a list of K models of the same shape (and optionally K samplers and
   K seeds) and they train together in one batched call: parameters stacked with
   ``torch.func.stack_module_state``, the loss computed for all runs at once (one call of a
-  run-batched model, or ``vmap`` of any other), one Adam over the stacked tensors. Adam is
-  elementwise and the runs' losses are summed, so each run follows exactly the trajectory it
-  would follow alone (to float tolerance), on its own data;
+  run-batched model, or ``vmap`` of any other; on CPU a loop over the runs, see ``_Runs``),
+  one Adam over the stacked tensors. Adam is elementwise and the runs' losses are summed, so
+  each run follows exactly the trajectory it would follow alone (to float tolerance), on its
+  own data;
+* ``prefetch``: the prompts of several steps drawn at once (tiny models at one task per
+  step spend a fifth of their step drawing data);
 * Adam (Garg et al.: lr 1e-4, batch 64), MSE over every predicted position;
 * optional curriculum (Garg et al. Section 3: dimensions 5 -> 20 and points 11 -> 41,
   stepped every 2,000 steps);
@@ -102,17 +105,25 @@ def _atomic_save(obj, path: Path):
 class _Runs:
     """The K runs of one ``train`` call: their parameters and a batched loss.
 
-    * K = 1 (a single model) calls the model directly;
-    * K > 1, models declaring ``supports_runs`` (their forward accepts parameters and inputs
-      with a leading run dimension, e.g. :class:`~icl_core.models.SoftmaxUnit`): one copy of
-      the model holds the stacked parameters and is called once on ``(K, B, ...)`` inputs;
-    * K > 1 otherwise: ``torch.func.stack_module_state`` + ``vmap`` of a functional call."""
+    * ``"single"``: K = 1, the model called directly;
+    * ``"stacked"``: K > 1 models declaring ``supports_runs`` (their forward accepts parameters
+      and inputs with a leading run dimension, e.g. :class:`~icl_core.models.SoftmaxUnit`):
+      one copy of the model holds the parameters stacked by ``torch.func.stack_module_state``
+      and is called once on ``(K, B, ...)`` inputs;
+    * ``"vmap"``: other models, parameters stacked, the loss ``vmap`` of a functional call
+      (the default on accelerators, where a small model's step is launch-bound);
+    * ``"separate"``: other models on CPU by default, where ``vmap`` measured 1.3-1.5x slower
+      than training the runs one after another (``benchmarks/``): each model keeps its own
+      parameters and does its forward and backward in turn (activations stay in cache), and
+      one optimizer steps them all. Checkpoints store the parameters stacked in every mode."""
 
-    def __init__(self, models: list[torch.nn.Module], device, compile: bool = False):
+    def __init__(self, models: list[torch.nn.Module], device, compile: bool = False,
+                 use_vmap: bool | None = None):
         self.models = [m.to(device) for m in models]
         self.K = len(models)
         self.stacked = None
         if self.K == 1:
+            self.mode = "single"
             self.params = dict(self.models[0].named_parameters())
             self.call = torch.compile(self.models[0]) if compile else self.models[0]
             return
@@ -125,8 +136,9 @@ class _Runs:
                     [p.shape for p in first.parameters()]:
                 raise ValueError(f"models must all have the same class and shapes to train as "
                                  f"an ensemble; model {k} differs from model 0")
-        self.params, self.buffers = stack_module_state(self.models)
         if getattr(type(first), "supports_runs", False):
+            self.mode = "stacked"
+            self.params, _ = stack_module_state(self.models)
             self.stacked = copy.deepcopy(first)
             for name, value in self.params.items():
                 owner, _, leaf = name.rpartition(".")
@@ -135,6 +147,16 @@ class _Runs:
                     else torch.nn.Parameter(value)
             self.params = dict(self.stacked.named_parameters())
             return
+        if use_vmap is None:
+            use_vmap = torch.device(device).type != "cpu"
+        if not use_vmap:
+            self.mode = "separate"
+            self.names = [name for name, _ in first.named_parameters()]
+            self.params = {f"{k}.{name}": p for k, m in enumerate(self.models)
+                           for name, p in m.named_parameters()}
+            return
+        self.mode = "vmap"
+        self.params, self.buffers = stack_module_state(self.models)
         base = copy.deepcopy(first).to("meta")
 
         def one_run(params, buffers, x, y, n_context):
@@ -142,9 +164,13 @@ class _Runs:
             return ((pred - base.target_of(y, n_context)) ** 2).mean()
         self._losses = vmap(one_run, in_dims=(0, 0, 0, 0, None))
 
-    def losses(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> torch.Tensor:
-        """``x (K, B, T, d), y (K, B, T)`` -> per-run mean squared errors ``(K,)``."""
-        if self.K == 1:
+    def loss(self, x: torch.Tensor, y: torch.Tensor, n_context: int):
+        """``x (K, B, T, d), y (K, B, T)`` -> ``(total, values)``: ``total`` the scalar whose
+        :meth:`backward` gives each run the gradient of its own mean squared error, and
+        ``values`` those K errors ``(K,)``, detached. Call with the gradients zeroed: the
+        separate mode accumulates each run's gradients here already (``total`` is None)."""
+        mse = torch.nn.functional.mse_loss
+        if self.mode == "single":
             m = self.models[0]
             try:
                 pred = self.call(x[0], y[0], n_context)
@@ -155,37 +181,132 @@ class _Runs:
                               "continuing without it")
                 self.call = m
                 pred = m(x[0], y[0], n_context)
-            return torch.nn.functional.mse_loss(pred, m.target_of(y[0], n_context)).reshape(1)
-        if self.stacked is not None:
-            err = (self.stacked(x, y, n_context) - self.stacked.target_of(y, n_context)) ** 2
-            return err.reshape(self.K, -1).mean(1)
-        return self._losses(self.params, self.buffers, x, y, n_context)
+            total = mse(pred, m.target_of(y[0], n_context))
+            return total, total.detach().reshape(1)
+        if self.mode == "stacked":
+            pred, target = self.stacked(x, y, n_context), self.stacked.target_of(y, n_context)
+            # every run has the same number of targets: the sum of the runs' means is K times
+            # the mean over all of them; the factor K enters as the seed of the backward pass
+            # (see backward), one autograd node instead of five
+            total = mse(pred, target)
+            with torch.no_grad():
+                values = (pred - target).pow_(2).reshape(self.K, -1).mean(1)
+            return total, values
+        if self.mode == "separate":
+            values = []
+            for m, xk, yk in zip(self.models, x, y):
+                loss = mse(m(xk, yk, n_context), m.target_of(yk, n_context))
+                loss.backward()
+                values.append(loss.detach())
+            return None, torch.stack(values)
+        values = self._losses(self.params, self.buffers, x, y, n_context)
+        return values.sum(), values.detach()
+
+    def backward(self, total: torch.Tensor | None):
+        """Gradients of the sum of the runs' losses from ``loss``'s ``total``."""
+        if self.mode == "stacked":
+            total.backward(torch.full_like(total, float(self.K)))
+        elif total is not None:
+            total.backward()
 
     def clip(self, max_norm: float):
         """Clip each run's global gradient norm to ``max_norm`` (runs never mix)."""
-        grads = [p.grad for p in self.params.values() if p.grad is not None]
-        lead = self.K if self.K > 1 else 1
-        sq = sum(g.reshape(lead, -1).pow(2).sum(1) for g in grads)
-        coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(coef.view(-1, *[1] * (g.dim() - 1)) if self.K > 1 else coef[0])
+        if self.mode == "separate":    # per model, the leading dimension is not a run's
+            groups = [(1, [p.grad for p in m.parameters() if p.grad is not None])
+                      for m in self.models]
+        else:
+            groups = [(self.K, [p.grad for p in self.params.values() if p.grad is not None])]
+        for lead, grads in groups:
+            if not grads:
+                continue
+            sq = sum(g.reshape(lead, -1).pow(2).sum(1) for g in grads)       # (lead,)
+            coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+            for g in grads:
+                g.mul_(coef.view(-1, *[1] * (g.dim() - 1)) if lead > 1 else coef[0])
 
     def state(self) -> dict:
+        """The parameters, stacked over the runs for an ensemble (the same in every mode)."""
+        if self.mode == "separate":
+            return {n: torch.stack([m.get_parameter(n).detach() for m in self.models]).clone()
+                    for n in self.names}
         return {k: v.detach().clone() for k, v in self.params.items()}
 
     def load(self, state: dict):
         with torch.no_grad():
+            if self.mode == "separate":
+                for k, m in enumerate(self.models):
+                    for n in self.names:
+                        m.get_parameter(n).copy_(state[n][k])
+                return
             for k, v in self.params.items():
                 v.copy_(state[k])
 
     def write_back(self):
-        """Copy the stacked parameters into the K models (a no-op for one model)."""
-        if self.K == 1:
+        """Copy the stacked parameters into the K models (a no-op unless stacked)."""
+        if self.mode not in ("stacked", "vmap"):
             return
         with torch.no_grad():
             for k, m in enumerate(self.models):
                 for name, p in m.named_parameters():
                     p.copy_(self.params[name][k])
+
+
+class _Prompts:
+    """The runs' training prompts, drawn ``prefetch`` steps at a time.
+
+    Run k's prompts for the steps of one chunk come from one ``draw`` of ``L * B`` prompts
+    from its own streams (step j of the chunk takes prompts ``j B .. (j + 1) B - 1``), so a run
+    sees the same data alone or in an ensemble. Chunks start at multiples of ``prefetch``
+    counted from the start of each curriculum stage and never cross a stage (``prefetch = 1``:
+    one draw per step). A chunk is drawn whole even past the last step, so the data of a step
+    never depends on ``steps`` and a resumed run matches an uninterrupted one."""
+
+    def __init__(self, samplers, streams, batch_size, prefetch, n_points, n_queries,
+                 curriculum, device, keep_states):
+        self.samplers, self.streams = samplers, streams
+        self.B, self.P, self.T, self.nq = batch_size, prefetch, n_points, n_queries
+        self.curriculum, self.device, self.keep_states = curriculum, device, keep_states
+        self.shared = len(samplers) > 1 and all(s is samplers[0] for s in samplers)
+        self.start, self.length, self.states = 0, 0, None
+
+    def chunk_start(self, step: int) -> int:
+        stage = step - step % self.curriculum.interval if self.curriculum is not None else 0
+        return stage + (step - stage) // self.P * self.P
+
+    def _draw(self, step: int):
+        start = self.chunk_start(step)
+        length = self.P
+        if self.curriculum is not None:
+            interval = self.curriculum.interval
+            length = min(length, interval - start % interval)
+        self.states = ([st.get_state() for st in self.streams]
+                       if self.keep_states and length > 1 else None)
+        d_active, T = self.curriculum.at(start) if self.curriculum is not None else (None, self.T)
+        B, K, n = self.B, len(self.samplers), length * self.B
+        if self.shared:
+            x, y = self.samplers[0].draw_runs(self.streams, n, T, d_active)
+        else:
+            draws = [s.draw(st, n, T, d_active) for s, st in zip(self.samplers, self.streams)]
+            x, y = torch.stack([dr[0] for dr in draws]), torch.stack([dr[1] for dr in draws])
+        # (K, L B, ...) -> (L, K, B, ...): the batch of step j is the contiguous x[j]
+        self.x = x.view(K, length, B, T, -1).transpose(0, 1).contiguous().to(self.device)
+        self.y = y.view(K, length, B, T).transpose(0, 1).contiguous().to(self.device)
+        self.n_context = T - min(self.nq, T - 1)
+        self.start, self.length = start, length
+
+    def at(self, step: int):
+        """``x (K, B, T, d), y (K, B, T), n_context`` of ``step`` (steps come in order)."""
+        if not self.start <= step < self.start + self.length:
+            self._draw(step)
+        j = step - self.start
+        return self.x[j], self.y[j], self.n_context
+
+    def state(self, step: int) -> tuple[int, list]:
+        """For a checkpoint taken before ``step``: the step the saved stream states belong to
+        (the start of ``step``'s chunk if that chunk is already drawn) and those states."""
+        if self.start < step < self.start + self.length:
+            return self.start, self.states
+        return step, [st.get_state() for st in self.streams]
 
 
 def _adam(params, lr, weight_decay):
@@ -211,7 +332,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
           checkpoint_path: str | Path | None = None, resume: bool = True, device=None,
           grad_clip: float | None = None, weight_decay: float = 0.0,
           lr_decay: float | None = None, progress: bool | None = None,
-          compile: bool = False, trace=None, trace_every: int = 0) -> TrainResult:
+          compile: bool = False, trace=None, trace_every: int = 0,
+          prefetch: int = 1, vmap: bool | None = None) -> TrainResult:
     """Train ``model`` (or a list of K models, together) on prompts from ``sampler``.
 
     Args:
@@ -242,6 +364,17 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         compile: run the model through ``torch.compile`` (single models only), falling back
             to eager mode with a warning if compiling fails. Off by default: on small CPUs it
             costs tens of seconds and did not pay off (see ``benchmarks/``).
+        prefetch: draw the prompts of this many steps at once (>= 1; each run one draw of
+            ``prefetch * batch_size`` prompts from its streams, step j taking the j-th block of
+            ``batch_size``). It pays where a step is tiny (a softmax unit at 1 task per step
+            spends a fifth of its step drawing) and costs ``prefetch`` batches of memory per
+            run. The data of a run is a function of (seed, prefetch): runs with other
+            ``prefetch`` values see different, equally distributed prompts; a checkpoint
+            resumes only with its own value. 1 (the default): one draw per step.
+        vmap: for an ensemble of models without native run support (e.g. transformers):
+            ``True`` computes the runs' losses with ``torch.func.vmap``, ``False`` with a loop
+            over the runs (same numbers); ``None`` (default): vmap except on CPU, where it was
+            slower than the loop (``benchmarks/``).
 
     Returns:
         :class:`TrainResult`; the models are trained in place.
@@ -261,6 +394,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     batch_size = check_int("batch_size", batch_size, minimum=1)
     lr = check_float("lr", lr, minimum=0.0, strict=True)
     checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=0)
+    prefetch = check_int("prefetch", prefetch, minimum=1)
     if lr_decay is not None:
         lr_decay = check_float("lr_decay", lr_decay, minimum=0.0, strict=True, maximum=1.0)
     if curriculum is None:
@@ -273,19 +407,37 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         if getattr(m, "d", s.d) != s.d:
             raise ValueError(f"the sampler has d={s.d} but the model was built for d={m.d}")
     dev = pick_device(device)
-    runs = _Runs(models, dev, compile=compile)
+    ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
+    state = None
+    if ckpt is not None and resume and ckpt.exists():
+        state = torch.load(ckpt, map_location=dev, weights_only=False)
+        # the optimizer state is laid out per mode: resume in the checkpoint's (checkpoints
+        # from before the separate mode existed were all vmap for such ensembles)
+        legacy = "vmap" if K > 1 and not getattr(type(models[0]), "supports_runs", False) else None
+        saved = state.get("mode", legacy)
+        if saved in ("vmap", "separate"):
+            if vmap is None:
+                vmap = saved == "vmap"
+            elif vmap != (saved == "vmap"):
+                raise ValueError(f"vmap={vmap} but the checkpoint ({ckpt}) was written with "
+                                 f"vmap={not vmap}, whose optimizer state it holds: pass "
+                                 f"vmap={not vmap} (same numbers) or resume=False")
+    runs = _Runs(models, dev, compile=compile, use_vmap=vmap)
     opt = _adam(list(runs.params.values()), lr, weight_decay)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay) if lr_decay else None
     streams = [Streams.from_seed(s) for s in seeds]
-    shared_sampler = K > 1 and all(s is samplers[0] for s in samplers)
-    ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
+    prompts = _Prompts(samplers, streams, batch_size, prefetch, n_points, n_queries, curriculum,
+                       dev, keep_states=ckpt is not None)
     start, losses, last_good = 0, [], None
-    if ckpt is not None and resume and ckpt.exists():
-        state = torch.load(ckpt, map_location=dev, weights_only=False)
+    if state is not None:
         if state["seeds"] != seeds:
             raise ValueError(f"seed={seeds if K > 1 else seeds[0]} differs from the "
                              f"checkpoint's seed={state['seeds'] if K > 1 else state['seeds'][0]} "
                              f"({ckpt}); pass resume=False to start over")
+        if state.get("prefetch", 1) != prefetch:
+            raise ValueError(f"prefetch={prefetch} differs from the checkpoint's "
+                             f"prefetch={state.get('prefetch', 1)} ({ckpt}): the data would "
+                             "differ; pass the checkpoint's value or resume=False")
         runs.load(state["params"])
         opt.load_state_dict(state["optimizer"])
         if sched is not None:
@@ -293,11 +445,17 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         for st, saved in zip(streams, state["streams"]):
             st.set_state(saved)
         start, losses, last_good = state["step"], list(state["losses"]), str(ckpt)
+        # the saved streams stand at the start of the chunk holding the next step
+        if state.get("stream_step", start) != prompts.chunk_start(start):
+            raise ValueError(f"the checkpoint's random streams ({ckpt}) do not match its step; "
+                             "was it written by another version of icl_core?")
 
     def save(step):
+        stream_step, stream_states = prompts.state(step)
         _atomic_save({"params": runs.state(), "optimizer": opt.state_dict(),
                       "scheduler": sched.state_dict() if sched is not None else None,
-                      "streams": [st.get_state() for st in streams], "step": step,
+                      "streams": stream_states, "stream_step": stream_step,
+                      "prefetch": prefetch, "mode": runs.mode, "step": step,
                       "losses": losses, "seeds": seeds,
                       "model_config": getattr(models[0], "config", None)}, ckpt)
         return str(ckpt)
@@ -324,15 +482,9 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     for step in range(start, steps):
         if trace is not None and step % trace_every == 0:
             record(step)
-        d_active, T = curriculum.at(step) if curriculum is not None else (None, n_points)
-        n_context = T - min(n_queries, T - 1)
-        if shared_sampler:
-            x, y = samplers[0].draw_runs(streams, batch_size, T, d_active)
-        else:
-            draws = [s.draw(st, batch_size, T, d_active) for s, st in zip(samplers, streams)]
-            x, y = torch.stack([dr[0] for dr in draws]), torch.stack([dr[1] for dr in draws])
-        x, y = x.to(dev), y.to(dev)
-        run_losses = runs.losses(x, y, n_context)
+        x, y, n_context = prompts.at(step)
+        opt.zero_grad(set_to_none=True)
+        total, run_losses = runs.loss(x, y, n_context)
         values = run_losses.tolist()
         bad = [k for k, v in enumerate(values) if not math.isfinite(v)]
         if bad:
@@ -341,8 +493,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             which = f"run {bad[0]} (seed {seeds[bad[0]]}): " if K > 1 else ""
             raise TrainingDiverged(f"{which}loss is {values[bad[0]]} at step {step}; last good "
                                    f"checkpoint: {last_good or 'none (no checkpoint was written)'}")
-        opt.zero_grad(set_to_none=True)
-        run_losses.sum().backward()
+        runs.backward(total)
         if grad_clip is not None:
             runs.clip(grad_clip)
         opt.step()
@@ -369,5 +520,6 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                        dev.type, time.perf_counter() - t0, last_good,
                        {"batch_size": batch_size, "lr": lr, "n_points": n_points,
                         "n_queries": n_queries, "lr_decay": lr_decay, "n_runs": K,
+                        "prefetch": prefetch,
                         "curriculum": None if curriculum is None else vars(curriculum)},
                        traced)

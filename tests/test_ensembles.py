@@ -31,14 +31,15 @@ def test_softmax_unit_ensemble_equals_sequential(attention):
         assert_same_params(ens[k], alone, atol=1e-5)
 
 
-def test_transformer_ensemble_equals_sequential():
+@pytest.mark.parametrize("use_vmap", [True, False])
+def test_transformer_ensemble_equals_sequential(use_vmap):
     torch.manual_seed(0)
     models = [Transformer(3, 16, 2, 2, d_mlp=32) for _ in range(2)]
     copies = [Transformer(3, 16, 2, 2, d_mlp=32) for _ in range(2)]
     for m, c in zip(models, copies):
         c.load_state_dict(m.state_dict())
-    kw = dict(steps=15, batch_size=4, lr=3e-3, n_points=7)
-    fit = train(models, LinearRegression(3), seed=5, **kw)
+    kw = dict(steps=15, batch_size=4, lr=3e-3, n_points=7, grad_clip=0.5)
+    fit = train(models, LinearRegression(3), seed=5, vmap=use_vmap, **kw)
     probe = LinearRegression(3).sample(16, 7, seed=99)
     for k in range(2):
         one = train(copies[k], LinearRegression(3), seed=5 + k, **kw)
@@ -68,6 +69,29 @@ def test_ensemble_resume_equals_uninterrupted(tmp_path):
     assert res.losses.shape == (2, 20)
     for a, b in zip(full, fresh):
         assert torch.equal(a.W, b.W)
+
+
+@pytest.mark.parametrize("first_vmap", [True, False])
+def test_transformer_ensemble_resumes_in_its_checkpoints_mode(tmp_path, first_vmap):
+    """vmap and separate modes lay the optimizer state out differently: a resume without
+    ``vmap`` follows the checkpoint (and matches an uninterrupted run); a contrary one fails."""
+    def make():
+        torch.manual_seed(0)
+        return [Transformer(3, 8, 1, 2, d_mlp=16) for _ in range(2)]
+    kw = dict(batch_size=4, lr=3e-3, n_points=6, seed=3, grad_clip=1.0)
+    full = make()
+    train(full, LinearRegression(3), steps=8, vmap=first_vmap, **kw)
+    ck = tmp_path / "t.pt"
+    part = make()
+    train(part, LinearRegression(3), steps=5, checkpoint_path=ck, vmap=first_vmap, **kw)
+    with pytest.raises(ValueError, match=f"vmap={not first_vmap} but the checkpoint"):
+        train(make(), LinearRegression(3), steps=8, checkpoint_path=ck, vmap=not first_vmap, **kw)
+    resumed = make()
+    train(resumed, LinearRegression(3), steps=8, checkpoint_path=ck, **kw)
+    probe = LinearRegression(3).sample(16, 6, seed=1)
+    with torch.no_grad():
+        for a, b in zip(full, resumed):
+            assert torch.allclose(a.predict(probe), b.predict(probe), atol=1e-5)
 
 
 def test_ensemble_bad_arguments():
@@ -150,3 +174,71 @@ def test_trace_records_steps_and_sees_current_weights():
     assert fit.trace[-1][1][0] > fit.trace[0][1][0]
     with pytest.raises(ValueError, match="trace_every"):
         train(SoftmaxUnit(3), LinearRegression(3), steps=2, n_points=5, trace=len)
+
+
+# --- prefetch: the prompts of several steps drawn at once --------------------------------
+
+def test_prefetch_ensemble_equals_sequential_and_draws_blocks():
+    samplers = [LinearRegression(3, noise_std=s) for s in (0.0, 0.3)]
+    kw = dict(steps=23, batch_size=4, lr=0.05, n_points=10, n_queries=3, prefetch=10)
+    ens = units(2)
+    fit = train(ens, samplers, seed=[4, 9], **kw)
+    assert fit.config["prefetch"] == 10
+    for k, (s, seed) in enumerate(zip(samplers, (4, 9))):
+        alone = SoftmaxUnit(3)
+        one = train(alone, s, seed=seed, **kw)
+        assert np.allclose(fit.losses[k], one.losses, rtol=1e-4, atol=1e-6)
+        assert_same_params(ens[k], alone, atol=1e-5)
+    # step j of a chunk trains on block j of one draw of prefetch * batch_size prompts: the
+    # first step's loss is that of the (untrained) unit on the first block
+    from icl_core import Streams
+    x, y, _ = samplers[1].draw(Streams.from_seed(9), 10 * 4, 10)
+    with torch.no_grad():
+        first = ((SoftmaxUnit(3)(x[:4], y[:4], 7) - y[:4, 7:]) ** 2).mean()
+    assert fit.losses[1, 0] == pytest.approx(float(first), rel=1e-5)
+    # and the data differs from one draw per step (same law, other prompts)
+    per_step = train(units(2), samplers, seed=[4, 9], **{**kw, "prefetch": 1})
+    assert not np.allclose(per_step.losses[:, 1:], fit.losses[:, 1:])
+
+
+@pytest.mark.parametrize("stop", [7, 10, 13])
+def test_prefetch_resume_mid_chunk_equals_uninterrupted(tmp_path, stop):
+    s = LinearRegression(3, noise_std=0.1)
+    kw = dict(batch_size=4, lr=0.05, n_points=10, n_queries=2, seed=[1, 2], prefetch=5)
+    full = units(2)
+    ref = train(full, s, steps=20, **kw)
+    ck = tmp_path / "p.pt"
+    train(units(2), s, steps=stop, checkpoint_every=3, checkpoint_path=ck, **kw)
+    fresh = units(2, init_scale=0.5)
+    res = train(fresh, s, steps=20, checkpoint_path=ck, **kw)
+    assert np.allclose(res.losses, ref.losses, rtol=1e-6)
+    for a, b in zip(full, fresh):
+        assert torch.equal(a.W, b.W)
+    with pytest.raises(ValueError, match="prefetch=4 differs from the checkpoint's prefetch=5"):
+        train(units(2), s, steps=25, checkpoint_path=ck, **{**kw, "prefetch": 4})
+
+
+def test_prefetch_chunks_stop_at_curriculum_stages(tmp_path):
+    from icl_core import Curriculum, Transformer
+    cur = Curriculum((2, 4, 1), (4, 8, 2), interval=3)
+    kw = dict(batch_size=2, lr=1e-2, curriculum=cur, prefetch=2)
+    torch.manual_seed(0)
+    a, b = Transformer(4, 8, 1, 1, d_mlp=0), Transformer(4, 8, 1, 1, d_mlp=0)
+    b.load_state_dict(a.state_dict())
+    ref = train(a, LinearRegression(4), steps=9, **kw)   # chunks [0,2) [2,3) [3,5) [5,6) ...
+    ck = tmp_path / "c.pt"
+    train(b, LinearRegression(4), steps=4, checkpoint_every=1, checkpoint_path=ck, **kw)
+    res = train(b, LinearRegression(4), steps=9, checkpoint_path=ck, **kw)
+    assert np.allclose(res.losses, ref.losses, rtol=1e-5)
+    # every step gets the prompt length of its own stage: no chunk crosses a stage
+    from icl_core import Streams
+    from icl_core.training import _Prompts
+    prompts = _Prompts([LinearRegression(4)], [Streams.from_seed(0)], 2, 2, None, 1, cur,
+                       torch.device("cpu"), keep_states=False)
+    for step in range(9):
+        x, y, n_context = prompts.at(step)
+        d_active, T = cur.at(step)
+        assert x.shape == (1, 2, T, 4) and n_context == T - 1
+        assert (x[..., d_active:] == 0).all() and (x[..., :d_active] != 0).all()
+    with pytest.raises(ValueError, match="prefetch"):
+        train(units(1)[0], LinearRegression(3), steps=2, n_points=5, prefetch=0)

@@ -47,19 +47,26 @@ class SoftmaxUnit(InContextModel):
     @property
     def M(self) -> torch.Tensor:
         """The merged key-query matrix ``(d, d)``."""
-        if self.param == "tied":
-            return self.W.transpose(-1, -2) @ self.W
-        if self.param == "untied":
-            return self.M_K.transpose(-1, -2) @ self.M_Q
-        return self.W
+        if self.param == "M":
+            return self.W
+        A, B = (self.W, self.W) if self.param == "tied" else (self.M_K, self.M_Q)
+        # (K, d, d) when stacked: bmm, not the broadcasting matmul (fewer autograd nodes)
+        return A.T @ B if A.dim() == 2 else torch.bmm(A.transpose(1, 2), B)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> torch.Tensor:
         """``x (B, T, d), y (B, T)`` -> predictions ``(B, T - n_context)`` at the queries
         (with a leading run dimension K on the inputs, outputs and parameters if stacked)."""
-        # x: (..., B, T, d); context x[..., :n, :] (.., B, n, d), queries (.., B, q, d)
-        n = n_context
-        M = self.M
-        M = M if M.dim() == 2 else M.unsqueeze(-3)                  # (d, d) or (K, 1, d, d)
-        scores = (x[..., n:, :] @ M) @ x[..., :n, :].transpose(-1, -2)   # (.., B, q, n)
-        weights = scores.softmax(-1) if self.attention == "softmax" else scores
-        return (weights @ y[..., :n].unsqueeze(-1)).squeeze(-1)          # (.., B, q)
+        # x: (..., B, T, d) with ... = () or (K,); context x[..., :n, :], queries x[..., n:, :].
+        # Written as explicit bmm over flattened prompts: no broadcasting, so the backward pass
+        # has no reductions over broadcast dimensions (the step of a unit is overhead-bound).
+        lead, d = x.shape[:-2], x.shape[-1]
+        N, n, q = lead.numel(), n_context, x.shape[-2] - n_context        # N: prompts in all
+        M = self.M                                                     # (d, d) or (K, d, d)
+        xq = x[..., n:, :]
+        if M.dim() == 2:
+            a = xq.reshape(N * q, d) @ M                               # (N q, d)
+        else:
+            a = torch.bmm(xq.reshape(M.shape[0], -1, d), M)            # (K, B q, d)
+        scores = torch.bmm(a.view(N, q, d), x[..., :n, :].reshape(N, n, d).transpose(1, 2))
+        weights = scores.softmax(-1) if self.attention == "softmax" else scores  # (N, q, n)
+        return torch.bmm(weights, y[..., :n].reshape(N, n, 1)).view(*lead, q)   # (.., B, q)

@@ -48,7 +48,7 @@ def _units(R, d, attention="softmax"):
     "collins.figure1",
     ci=dict(nus=[0.0, 1.5, 6.0], ns=[4, 8, 16, 32, 64, 128], sigma=0.1, mode="optimum",
             num_tasks=4000, steps=0, seeds=1, hills="literal", seed=0),
-    paper=dict(nus=[0.0, 1.5, 6.0], ns=[2, 4, 8, 16, 32, 64, 128, 256], sigma=0.1, mode="train",
+    paper=dict(prefetch=100, nus=[0.0, 1.5, 6.0], ns=[2, 4, 8, 16, 32, 64, 128, 256], sigma=0.1, mode="train",
                num_tasks=1000, steps=15000, seeds=10, hills="literal", seed=0),
     description="Collins et al. Fig. 1 (d = 2, 'hills' tasks of Lipschitzness nu): the softmax "
                 "window shrinks as nu grows; softmax vs linear attention error against n.",
@@ -77,7 +77,7 @@ def figure1_recipe(cfg, device) -> Result:
                 nq = max(1, int(math.isqrt(n)))
                 units = _units(cfg["seeds"], 2) + _units(cfg["seeds"], 2, "linear")
                 kw = dict(steps=cfg["steps"], batch_size=1, n_points=n + nq, n_queries=nq,
-                          device=device, progress=False)
+                          device=device, progress=False, prefetch=cfg.get("prefetch", 1))
                 train(units[:cfg["seeds"]], s, lr=1e-2, seed=cfg["seed"], **kw)
                 train(units[cfg["seeds"]:], s, lr=1e-2, seed=cfg["seed"], **kw)
                 errs = [test_error(u.cpu(), s, n, cfg["num_tasks"], derive_seed(cfg["seed"], 5, n)) for u in units]
@@ -116,7 +116,7 @@ def _window_runs(settings, cfg, device, n, n_queries, tag, steps=None):
     fit = train(units, [s for _, s in runs], steps or cfg["steps"], batch_size=cfg["batch_size"],
                 lr=cfg["lr"], lr_decay=cfg["lr_decay"], seed=derive_seed(cfg["seed"], tag),
                 n_points=n + n_queries, n_queries=n_queries, device=device,
-                trace=M_stats, trace_every=cfg["trace_every"])
+                trace=M_stats, trace_every=cfg["trace_every"], prefetch=cfg.get("prefetch", 1))
     steps = np.array([t for t, _ in fit.trace])
     traj = np.array([v for _, v in fit.trace])                 # (S, R, 2)
     errors = [test_error(u.cpu(), s, n, cfg["test_tasks"], derive_seed(cfg["seed"], 9, k))
@@ -140,7 +140,7 @@ def _window_unit(d, w):
     ci=dict(d=5, n=20, panels=[["relu", "sphere"]], Ls=[0.25, 0.5, 1.0, 2.0, 4.0], sigma=0.5,
             seeds=2, batch_size=32, steps=400, lr=0.1, lr_decay=0.999, trace_every=20,
             test_tasks=4000, mc_tasks=4000, seed=0),
-    paper=dict(d=5, n=20, panels=[["relu", "sphere"], ["relu", "nonisotropic"], ["cosine", "sphere"],
+    paper=dict(prefetch=100, d=5, n=20, panels=[["relu", "sphere"], ["relu", "nonisotropic"], ["cosine", "sphere"],
                                   ["cosine", "nonisotropic"]],
                Ls=[0.01, 0.1, 1.0, 10.0], sigma=0.01, seeds=10, batch_size=1, steps=1500, lr=0.1,
                lr_decay=0.999, trace_every=25, test_tasks=4000, mc_tasks=4000, seed=0),
@@ -180,7 +180,7 @@ def figure3_recipe(cfg, device) -> Result:
     ci=dict(d=5, L=1.0, sigmas=[0.1, 0.25, 0.5, 1.0, 2.0], n_sigma=20, ns=[5, 10, 20, 50, 100],
             sigma_n=0.5, families=["relu"], seeds=2, batch_size=32, steps=300, steps_n=1000,
             lr=0.1, lr_decay=0.999, trace_every=20, test_tasks=4000, mc_tasks=4000, seed=0),
-    paper=dict(d=5, L=1.0, sigmas=[0.01, 0.1, 0.3, 1.0], n_sigma=20, ns=[5, 10, 20, 50, 100],
+    paper=dict(prefetch=100, d=5, L=1.0, sigmas=[0.01, 0.1, 0.3, 1.0], n_sigma=20, ns=[5, 10, 20, 50, 100],
                sigma_n=0.01, families=["relu", "cosine"], seeds=10, batch_size=1, steps=1500,
                steps_n=1500, lr=0.01, lr_decay=0.999, trace_every=25, test_tasks=4000,
                mc_tasks=4000, seed=0),
@@ -227,7 +227,7 @@ FIG5_PRETRAIN = (("affine", 1.0), ("relu", 1.0), ("cosine", 1.0), ("cosine", 0.1
     "collins.figure5",
     ci=dict(d=5, n=100, sigma=0.01, seeds=2, batch_size=8, steps=300, lr=0.1, lr_decay=0.999,
             trace_every=10, curve_tasks=64, test_tasks=500, seed=0),
-    paper=dict(d=5, n=200, sigma=0.01, seeds=10, batch_size=1, steps=2000, lr=0.1, lr_decay=0.999,
+    paper=dict(prefetch=100, d=5, n=200, sigma=0.01, seeds=10, batch_size=1, steps=2000, lr=0.1, lr_decay=0.999,
                trace_every=10, curve_tasks=5, test_tasks=500, seed=0),
     description="Collins et al. Fig. 5: units pretrained on affine / ReLU / cosine tasks with "
                 "the same L transfer to each other; cosine pretraining with L = 0.1 or 10 does "
@@ -256,7 +256,8 @@ def figure5_recipe(cfg, device) -> Result:
     units = _units(len(runs), d)
     fit = train(units, samplers, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
                 lr_decay=cfg["lr_decay"], seed=cfg["seed"], n_points=n + nq, n_queries=nq,
-                device=device, trace=curve, trace_every=cfg["trace_every"])
+                device=device, trace=curve, trace_every=cfg["trace_every"],
+                prefetch=cfg.get("prefetch", 1))
     final = np.array([[test_error(u.cpu(), s, n, cfg["test_tasks"], derive_seed(cfg["seed"], 22, j))
                        for u in units] for j, s in enumerate(tests.values())])      # (3, R)
     labels = [f"{fam} L={L:g}" for fam, L in FIG5_PRETRAIN]
@@ -279,7 +280,7 @@ def figure5_recipe(cfg, device) -> Result:
     "collins.figure9",
     ci=dict(d=10, k=2, n=50, sigma=0.01, covariates="assumption43", seeds=2, batch_size=16,
             steps=300, lr_softmax=0.1, lr_linear=1e-3, trace_every=20, test_tasks=256, seed=0),
-    paper=dict(d=10, k=2, n=50, sigma=0.01, covariates="random_J", seeds=5, batch_size=1,
+    paper=dict(prefetch=100, d=10, k=2, n=50, sigma=0.01, covariates="random_J", seeds=5, batch_size=1,
                steps=10000, lr_softmax=0.1, lr_linear=1e-3, trace_every=200, test_tasks=500, seed=0),
     description="Collins et al. Fig. 9: on tasks varying only along col(B), softmax attention "
                 "learns M ~ B B^T (rho -> 0) and a low test error; linear attention does not.",
@@ -310,7 +311,8 @@ def figure9_recipe(cfg, device) -> Result:
         units = _units(len(runs), d, attention)
         fit = train(units, samplers, cfg["steps"], batch_size=cfg["batch_size"],
                     lr=cfg[f"lr_{attention}"], seed=cfg["seed"], n_points=n + nq, n_queries=nq,
-                    device=device, trace=stats, trace_every=cfg["trace_every"])
+                    device=device, trace=stats, trace_every=cfg["trace_every"],
+                    prefetch=cfg.get("prefetch", 1))
         traj = np.array([v for _, v in fit.trace])              # (S, R, 2)
         arrays[f"{attention}/steps"] = np.array([t for t, _ in fit.trace])
         arrays[f"{attention}/traj"] = traj
