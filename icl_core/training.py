@@ -11,14 +11,15 @@
   each run follows exactly the trajectory it would follow alone (to float tolerance), on its
   own data;
 * ``prefetch``: the prompts of several steps drawn at once (tiny models at one task per
-  step spend a fifth of their step drawing data);
+  step spend a quarter of their step drawing data);
 * Adam (Garg et al.: lr 1e-4, batch 64), MSE over every predicted position;
 * optional curriculum (Garg et al. Section 3: dimensions 5 -> 20 and points 11 -> 41,
   stepped every 2,000 steps);
 * checkpoints every ``checkpoint_every`` steps, written atomically; ``resume=True``
   continues from the checkpoint at ``checkpoint_path`` if there is one;
 * a non-finite loss raises :class:`TrainingDiverged` naming the step and the last good
-  checkpoint;
+  checkpoint; losses stay on the device and are checked every 100 steps and before every
+  checkpoint and trace (one host-device synchronisation per check, not per step);
 * a tqdm progress bar, silent when ``CI`` is set, when ``ICL_CORE_PROGRESS=0``, or when
   stderr is neither a terminal nor a notebook.
 """
@@ -167,8 +168,10 @@ class _Runs:
     def loss(self, x: torch.Tensor, y: torch.Tensor, n_context: int):
         """``x (K, B, T, d), y (K, B, T)`` -> ``(total, values)``: ``total`` the scalar whose
         :meth:`backward` gives each run the gradient of its own mean squared error, and
-        ``values`` those K errors ``(K,)``, detached. Call with the gradients zeroed: the
-        separate mode accumulates each run's gradients here already (``total`` is None)."""
+        ``values`` those K errors ``(K,)``, detached (stacked mode: the prediction errors
+        ``(K, ...)``, whose mean square per run is that error; :class:`_LossLog` takes both).
+        Call with the gradients zeroed: the separate mode accumulates each run's gradients
+        here already (``total`` is None)."""
         mse = torch.nn.functional.mse_loss
         if self.mode == "single":
             m = self.models[0]
@@ -189,9 +192,7 @@ class _Runs:
             # the mean over all of them; the factor K enters as the seed of the backward pass
             # (see backward), one autograd node instead of five
             total = mse(pred, target)
-            with torch.no_grad():
-                values = (pred - target).pow_(2).reshape(self.K, -1).mean(1)
-            return total, values
+            return total, pred.detach() - target     # errors: squared and averaged by _LossLog
         if self.mode == "separate":
             values = []
             for m, xk, yk in zip(self.models, x, y):
@@ -249,6 +250,47 @@ class _Runs:
             for k, m in enumerate(self.models):
                 for name, p in m.named_parameters():
                     p.copy_(self.params[name][k])
+
+
+class _LossLog:
+    """The runs' per-step losses, kept on the device and checked every ``every`` steps: one
+    host-device synchronisation per check instead of one per step (and, for run-batched
+    models, one reduction over many steps' errors instead of one per step)."""
+
+    def __init__(self, K: int, losses: list, every: int = 100):
+        self.K, self.losses, self.every = K, losses, every
+        self.pending, self.first = [], 0
+
+    def add(self, step: int, item: torch.Tensor):
+        """``item``: the K losses ``(K,)``, or the K runs' errors ``(K, ...)``."""
+        if not self.pending:
+            self.first = step
+        self.pending.append(item)
+
+    def due(self) -> bool:
+        return len(self.pending) >= self.every
+
+    def flush(self):
+        """Move the pending losses to ``losses``; returns ``(step, run, value)`` of the first
+        non-finite one (the losses before it are kept), or None."""
+        if not self.pending:
+            return None
+        rows, group = [], [self.pending[0]]
+        for item in self.pending[1:] + [None]:        # consecutive items of one shape at once
+            if item is not None and item.shape == group[0].shape:
+                group.append(item)
+                continue
+            g = torch.stack(group)                     # (S, K) or (S, K, ...)
+            rows.append(g if g.dim() == 2 else g.reshape(len(group), self.K, -1).pow(2).mean(-1))
+            group = [item]
+        values = torch.cat(rows).tolist()
+        first, self.pending = self.first, []
+        for i, row in enumerate(values):
+            bad = [k for k, v in enumerate(row) if not math.isfinite(v)]
+            if bad:
+                return first + i, bad[0], row[bad[0]]
+            self.losses.append(row)
+        return None
 
 
 class _Prompts:
@@ -367,7 +409,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         prefetch: draw the prompts of this many steps at once (>= 1; each run one draw of
             ``prefetch * batch_size`` prompts from its streams, step j taking the j-th block of
             ``batch_size``). It pays where a step is tiny (a softmax unit at 1 task per step
-            spends a fifth of its step drawing) and costs ``prefetch`` batches of memory per
+            spends a quarter of its step drawing) and costs ``prefetch`` batches of memory per
             run. The data of a run is a function of (seed, prefetch): runs with other
             ``prefetch`` values see different, equally distributed prompts; a checkpoint
             resumes only with its own value. 1 (the default): one draw per step.
@@ -450,7 +492,26 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             raise ValueError(f"the checkpoint's random streams ({ckpt}) do not match its step; "
                              "was it written by another version of icl_core?")
 
+    log = _LossLog(K, losses)
+
+    def check(step_now):
+        """Check the pending losses; a non-finite one raises (before any later checkpoint)."""
+        bad = log.flush()
+        if bad is None:
+            return
+        if bar is not None:
+            bar.close()
+        step, run, value = bad
+        which = f"run {run} (seed {seeds[run]}): " if K > 1 else ""
+        later = step_now - step - 1
+        raise TrainingDiverged(
+            f"{which}loss is {value} at step {step}; last good checkpoint: "
+            f"{last_good or 'none (no checkpoint was written)'}"
+            + (f" (losses are checked every {log.every} steps: the models in memory took "
+               f"{later} more steps)" if later > 0 else ""))
+
     def save(step):
+        check(step)
         stream_step, stream_states = prompts.state(step)
         _atomic_save({"params": runs.state(), "optimizer": opt.state_dict(),
                       "scheduler": sched.state_dict() if sched is not None else None,
@@ -466,6 +527,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     traced = []
 
     def record(step):
+        check(step)                       # a trace never sees a diverged model
         runs.write_back()
         with torch.no_grad():
             traced.append((step, trace(runs.models if K > 1 else runs.models[0])))
@@ -485,27 +547,22 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         x, y, n_context = prompts.at(step)
         opt.zero_grad(set_to_none=True)
         total, run_losses = runs.loss(x, y, n_context)
-        values = run_losses.tolist()
-        bad = [k for k, v in enumerate(values) if not math.isfinite(v)]
-        if bad:
-            if bar is not None:
-                bar.close()
-            which = f"run {bad[0]} (seed {seeds[bad[0]]}): " if K > 1 else ""
-            raise TrainingDiverged(f"{which}loss is {values[bad[0]]} at step {step}; last good "
-                                   f"checkpoint: {last_good or 'none (no checkpoint was written)'}")
+        log.add(step, run_losses)
         runs.backward(total)
         if grad_clip is not None:
             runs.clip(grad_clip)
         opt.step()
         if sched is not None:
             sched.step()
-        losses.append(values)
+        if log.due():
+            check(step + 1)
+            if bar is not None:
+                bar.set_postfix(loss=f"{sum(losses[-1]) / K:.4f}")
         if ckpt is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
             last_good = save(step + 1)
         if bar is not None:
             bar.update(1)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{sum(values) / K:.4f}")
+    check(steps)
     if bar is not None:
         bar.close()
     if ckpt is not None and start < steps:

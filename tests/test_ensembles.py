@@ -242,3 +242,23 @@ def test_prefetch_chunks_stop_at_curriculum_stages(tmp_path):
         assert (x[..., d_active:] == 0).all() and (x[..., :d_active] != 0).all()
     with pytest.raises(ValueError, match="prefetch"):
         train(units(1)[0], LinearRegression(3), steps=2, n_points=5, prefetch=0)
+
+
+def test_losses_of_changing_shapes_are_logged_per_step():
+    """Run-batched units log their errors and average them at each check: with a curriculum
+    the number of queries changes (T = 3 -> q = 2, later q = 4) and every step keeps its own."""
+    from icl_core import Curriculum
+    cur = Curriculum((3, 3, 0), (3, 9, 3), interval=4)
+    kw = dict(steps=12, batch_size=2, lr=0.05, n_queries=4, curriculum=cur)
+    fit = train(units(2), LinearRegression(3), seed=[1, 2], **kw)
+    assert fit.losses.shape == (2, 12) and np.isfinite(fit.losses).all()
+    for k, seed in enumerate((1, 2)):
+        one = train(SoftmaxUnit(3), LinearRegression(3), seed=seed, **kw)
+        assert np.allclose(fit.losses[k], one.losses, rtol=1e-4, atol=1e-6)
+
+
+def test_divergence_found_at_a_later_check_names_its_step():
+    from tests.test_training import NaNAfter
+    with pytest.raises(TrainingDiverged, match=r"at step 5; last good checkpoint: none .*"
+                                               r"every 100 steps: the models in memory took 94 more"):
+        train(SoftmaxUnit(3), NaNAfter(5), steps=300, batch_size=2, n_points=5)
