@@ -19,9 +19,13 @@ and saved as JSON (``benchmarks/results/<device>.json`` by default) with provena
    step against this machine's float32 matmul peak measured in the same run.
 3. book: every notebook executed at scale="ci" (``scripts/book.py execute --force``): wall
    time per notebook and total, with as many parallel kernels as cores.
+4. paper: each chapter's largest paper-scale training call (its models, batch and prompt
+   length; lr and data law do not change the time): time per step after a warm-up, and the
+   hours the paper recipe would take if every call were this size (an upper bound). Few steps
+   on CPU (``--paper-steps``); the point is a GPU run.
 
-Usage: python benchmarks/run.py [--device cpu|cuda] [--skip ensemble transformer book]
-                                [--compile] [--out FILE]
+Usage: python benchmarks/run.py [--device cpu|cuda] [--skip ensemble transformer book paper]
+                                [--paper-steps N] [--compile] [--out FILE]
 """
 from __future__ import annotations
 
@@ -197,6 +201,48 @@ def bench_transformer(dev, use_compile=False) -> dict:
     return out
 
 
+def paper_calls():
+    """(name, make models, sampler, train kwargs, steps of one call, calls in the recipe)."""
+    from icl_core.models import LSA, KernelTransformer
+    from icl_core.tasks import GPTask
+    from icl_core.tasks.pool import PoolSampler
+    from icl_core.tasks.sparse import SparseLinearRegression
+    return [
+        ("zhang.figure1 / foundations: Transformer 256/12/8 (Garg standard), 101 points, batch 64",
+         lambda: Transformer(20, 256, 12, 8), LinearRegression(20),
+         dict(batch_size=64, n_points=101), 500_000, 7),
+        ("zhang.error_vs_M: structured LSA, d = 20, N = 100, batch 8192",
+         lambda: LSA(20, "structured"), LinearRegression(20), dict(batch_size=8192, n_points=101),
+         20_000, 3),
+        ("collins.figure3: 40 softmax units (a panel: 4 L x 10 seeds), n = 20, batch 1, prefetch 100",
+         lambda: [SoftmaxUnit(5) for _ in range(40)], LinearRegression(5, noise_std=0.01),
+         dict(batch_size=1, n_points=24, n_queries=4, prefetch=100), 1500, 4),
+        ("chen.train: 5 encoders 256/6/8 (one (h, L), the 5 noise levels), 12 + 4 points, batch 64",
+         lambda: [Transformer(16, 256, 6, 8, layout="stacked", norm="post") for _ in range(5)],
+         SparseLinearRegression(16, 4, 0.1), dict(batch_size=64, n_points=16, n_queries=4),
+         380_000, 16),
+        ("cheng.figure2: 3 seeds of an 8-layer softmax kernel transformer, n = 14, batch 30000",
+         lambda: [KernelTransformer(5, 8, ["softmax"]) for _ in range(3)],
+         PoolSampler(GPTask(5, "exp", seed=0), 30000, 15, 2, seed=1),
+         dict(batch_size=30000, n_points=15, grad_clip=1.0), 20_000, 2 * 3 * 8),
+    ]
+
+
+def bench_paper(dev, steps) -> list:
+    rows = []
+    for name, make, sampler, kw, call_steps, calls in paper_calls():
+        kw = dict(kw, lr=1e-4, device=dev, progress=False)
+        train(make(), sampler, steps=1, **kw)                   # warm-up (allocator, kernels)
+        sync(dev); t0 = time.perf_counter()
+        train(make(), sampler, steps=steps, **kw)
+        sync(dev); per = (time.perf_counter() - t0) / steps
+        rows.append({"call": name, "s_per_step": per, "steps_per_call": call_steps,
+                     "calls": calls, "recipe_hours_upper_bound": per * call_steps * calls / 3600})
+        print(f"paper scale, {name}: {1e3 * per:.1f} ms per step -> recipe <= "
+              f"{rows[-1]['recipe_hours_upper_bound']:.3g} h on {device_name(dev)}", flush=True)
+    return rows
+
+
 def bench_book() -> dict:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "book.py"), "execute", "--force"],
@@ -209,7 +255,10 @@ def bench_book() -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["ensemble", "transformer", "book"])
+    ap.add_argument("--skip", nargs="*", default=[],
+                    choices=["ensemble", "transformer", "book", "paper"])
+    ap.add_argument("--paper-steps", type=int, default=None,
+                    help="timed steps per paper-scale call (default 20 on a GPU, 2 on CPU)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile'd steps")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -243,6 +292,8 @@ def main(argv=None) -> int:
                   f"GPT2Model {r['gpt2_ms']:.1f} ms -> ratio {r['ratio_ours_over_gpt2']:.2f}; "
                   f"ours {r['ours_achieved_gflops']:.1f} GFLOP/s = "
                   f"{100 * r['ours_fraction_of_matmul_peak']:.0f}% of peak{extra}", flush=True)
+    if "paper" not in args.skip:
+        report["paper"] = bench_paper(dev, args.paper_steps or (2 if dev.type == "cpu" else 20))
     if "book" not in args.skip:
         b = report["book"] = bench_book()
         print(f"book at ci scale: {b['total_s']:.0f} s total on {b['cores']} cores: "
