@@ -4,12 +4,12 @@
   noise; :class:`~icl_core.prompts.Streams`) seeded by ``seed``; the streams' states are
   checkpointed, so a resumed run sees exactly the batches an uninterrupted one would;
 * **ensembles**: pass a list of K models of the same shape (and optionally K samplers and
-  K seeds) and they train together in one batched call: parameters stacked with
-  ``torch.func.stack_module_state``, the loss computed for all runs at once (one call of a
-  run-batched model, or ``vmap`` of any other; on CPU a loop over the runs, see ``_Runs``),
-  one Adam over the stacked tensors. Adam is elementwise and the runs' losses are summed, so
-  each run follows exactly the trajectory it would follow alone (to float tolerance), on its
-  own data;
+  K seeds) and they train together in one call: the loss computed for all runs at once (one
+  call of a run-batched model on parameters stacked with ``torch.func.stack_module_state``;
+  ``vmap`` of any other model on an accelerator, on CPU each model in turn: see ``_Runs``),
+  one Adam over all the runs' parameters. Adam is elementwise and the runs' losses are
+  summed, so each run follows exactly the trajectory it would follow alone (to float
+  tolerance), on its own data;
 * ``prefetch``: the prompts of several steps drawn at once (tiny models at one task per
   step spend a quarter of their step drawing data);
 * Adam (Garg et al.: lr 1e-4, batch 64), MSE over every predicted position;
@@ -113,7 +113,7 @@ class _Runs:
       and is called once on ``(K, B, ...)`` inputs;
     * ``"vmap"``: other models, parameters stacked, the loss ``vmap`` of a functional call
       (the default on accelerators, where a small model's step is launch-bound);
-    * ``"separate"``: other models on CPU by default, where ``vmap`` measured 1.3-1.5x slower
+    * ``"separate"``: other models on CPU by default, where ``vmap`` measured 1.4-1.5x slower
       than training the runs one after another (``benchmarks/``): each model keeps its own
       parameters and does its forward and backward in turn (activations stay in cache), and
       one optimizer steps them all. Checkpoints store the parameters stacked in every mode."""
@@ -414,9 +414,10 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             ``prefetch`` values see different, equally distributed prompts; a checkpoint
             resumes only with its own value. 1 (the default): one draw per step.
         vmap: for an ensemble of models without native run support (e.g. transformers):
-            ``True`` computes the runs' losses with ``torch.func.vmap``, ``False`` with a loop
-            over the runs (same numbers); ``None`` (default): vmap except on CPU, where it was
-            slower than the loop (``benchmarks/``).
+            ``True`` computes the runs' losses with ``torch.func.vmap`` on stacked parameters,
+            ``False`` runs each model's forward and backward in turn (same numbers); ``None``
+            (default): vmap except on CPU, where it was 1.4-1.5x slower (``benchmarks/``). A
+            resumed run keeps its checkpoint's choice (the optimizer state is laid out by it).
 
     Returns:
         :class:`TrainResult`; the models are trained in place.
