@@ -97,7 +97,6 @@ def train_recipe(cfg, device) -> Result:
     decay = cfg["lr_final"] ** (1.0 / cfg["steps"]) if cfg["lr_final"] != 1 else None
     T = cfg["n_context"] + cfg["n_queries"]
     sigmas = cfg["noise_stds"]
-    one = lambda xs: xs if len(xs) > 1 else xs[0]  # noqa: E731  (a list trains as one ensemble)
     for L in cfg["layers"]:
         tasks = [SparseLinearRegression(cfg["d"], cfg["s"], s) for s in sigmas]
         tests = [eval_prompts(cfg, s) for s in sigmas]
@@ -108,8 +107,8 @@ def train_recipe(cfg, device) -> Result:
                 torch.manual_seed(derive_seed(cfg["seed"], h, L))
                 models.append(_build(cfg, h, L))
             t0 = time.perf_counter()
-            fit = train(one(models), one(tasks), cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
-                        lr_decay=decay, seed=one([derive_seed(cfg["seed"], 1, int(1000 * s)) for s in sigmas]),
+            fit = train(models, tasks, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
+                        lr_decay=decay, seed=[derive_seed(cfg["seed"], 1, int(1000 * s)) for s in sigmas],
                         n_points=T, n_queries=cfg["n_queries"], device=device,
                         grad_clip=cfg["grad_clip"], checkpoint_path=_checkpoint(cfg, "+".join(run_names)),
                         checkpoint_every=2000 if cfg["checkpoint_dir"] else 0)
@@ -130,8 +129,8 @@ def train_recipe(cfg, device) -> Result:
                 metrics[f"{pname}/kept_heads"] = prune_to_top_heads(model, head_weights(delta))
                 metrics[f"{pname}/risk_before_finetune"] = _query_risk(model, tests[k])
                 model.train()
-            fit = train(one(models), one(tasks), cfg["prune_steps"], batch_size=cfg["batch_size"],
-                        lr=cfg["prune_lr"], seed=one([derive_seed(cfg["seed"], 2, int(1000 * s)) for s in sigmas]),
+            fit = train(models, tasks, cfg["prune_steps"], batch_size=cfg["batch_size"],
+                        lr=cfg["prune_lr"], seed=[derive_seed(cfg["seed"], 2, int(1000 * s)) for s in sigmas],
                         n_points=T, n_queries=cfg["n_queries"], device=device,
                         grad_clip=cfg["grad_clip"], checkpoint_path=_checkpoint(cfg, "+".join(pruned_names)),
                         checkpoint_every=2000 if cfg["checkpoint_dir"] else 0)
