@@ -1,5 +1,6 @@
-"""Command line: ``python -m icl_core list`` and
-``python -m icl_core run <recipe> --scale ci|paper|<extra> --device auto --out results/<recipe>/<scale>``."""
+"""Command line: ``python -m icl_core list``,
+``python -m icl_core run <recipe> --scale ci|paper|<extra> --device auto --out results/<recipe>/<scale>``
+and ``python -m icl_core continue <long run> --minutes 8 --device cuda`` (a long run, one piece)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,20 @@ import shlex
 import sys
 
 from .recipes import SCALES, get_recipe, list_recipes, run
+
+
+def _overrides(items) -> dict:
+    """``["steps=100", ...]`` -> ``{"steps": 100}`` (values parsed as JSON where they parse)."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return overrides
 
 
 def main(argv=None) -> int:
@@ -24,7 +39,39 @@ def main(argv=None) -> int:
     p_run.add_argument("--seed", type=int, default=None)
     p_run.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                        help="override a config entry, e.g. --set steps=100")
+    p_cont = sub.add_parser("continue", help="continue a long run from its committed checkpoint "
+                                              "for a time budget (icl_core.long_runs)")
+    p_cont.add_argument("long_run", nargs="?", help="its name; leave out to list them")
+    p_cont.add_argument("--minutes", type=float, default=8.0, help="training budget (default 8)")
+    p_cont.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, mps")
+    p_cont.add_argument("--dir", default=None, help="the run's folder (default results/<recipe>/<scale>)")
+    p_cont.add_argument("--sha", default=None, help="git sha for provenance (where no .git is)")
+    p_cont.add_argument("--compile", action="store_true", help="torch.compile the model (one-model runs)")
+    p_cont.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                        help="override a config entry (a folder written with others is refused)")
     args = parser.parse_args(argv)
+    command = "python -m icl_core " + " ".join(shlex.quote(a) for a in
+                                               (argv if argv is not None else sys.argv[1:]))
+
+    if args.cmd == "continue":
+        from .long_runs import LONG_RUNS, continue_run, default_folder, get_long_run
+        try:
+            if args.long_run is None:
+                from .recipes import _load_all
+                _load_all()
+                for name, r in sorted(LONG_RUNS.items()):
+                    print(f"{name}\n    {r.description}\n    folder: {default_folder(r)}")
+                return 0
+            entry = continue_run(args.long_run, args.minutes, device=args.device, folder=args.dir,
+                                 sha=args.sha, command=command, compile=args.compile,
+                                 **_overrides(args.set))
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(json.dumps(entry["metrics"], indent=1))
+        print(f"steps {entry['from_step']} -> {entry['to_step']} of {entry['steps_total']} "
+              f"({entry['steps_per_s']:.1f} steps/s on {entry['provenance']['device']})")
+        return 0
 
     if args.cmd == "list":
         for r in list_recipes():
@@ -34,20 +81,10 @@ def main(argv=None) -> int:
         return 0
     try:
         get_recipe(args.recipe)
-        overrides = {}
-        for item in args.set:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
-            try:
-                overrides[key] = json.loads(value)
-            except json.JSONDecodeError:
-                overrides[key] = value
+        overrides = _overrides(args.set)
         if args.seed is not None:
             overrides["seed"] = args.seed
         out = args.out or f"results/{args.recipe}/{args.scale}"
-        command = "python -m icl_core " + " ".join(shlex.quote(a) for a in
-                                                   (argv if argv is not None else sys.argv[1:]))
         result = run(args.recipe, args.scale, device=args.device, out=out, command=command,
                      **overrides)
     except ValueError as err:

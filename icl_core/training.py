@@ -87,6 +87,7 @@ class TrainResult:
     checkpoint: str | None = None
     config: dict = field(default_factory=dict)
     trace: list = field(default_factory=list)   # [(step, trace(models)), ...] if asked for
+    finished: bool = True                        # False: stopped by max_seconds at ``steps``
 
 
 def progress_enabled() -> bool:
@@ -134,9 +135,12 @@ class _Runs:
         first = self.models[0]
         for k, m in enumerate(self.models[1:], 1):
             if type(m) is not type(first) or [p.shape for p in m.parameters()] != \
-                    [p.shape for p in first.parameters()]:
-                raise ValueError(f"models must all have the same class and shapes to train as "
-                                 f"an ensemble; model {k} differs from model 0")
+                    [p.shape for p in first.parameters()] or \
+                    describe(m).get("config") != describe(first).get("config"):
+                # the config too: e.g. transformers with 1 and 4 heads have equal shapes, but
+                # a batched call would run every model with model 0's head count
+                raise ValueError(f"models must all have the same class, config and shapes to "
+                                 f"train as an ensemble; model {k} differs from model 0")
         if getattr(type(first), "supports_runs", False):
             self.mode = "stacked"
             self.params, _ = stack_module_state(self.models)
@@ -351,6 +355,34 @@ class _Prompts:
         return step, [st.get_state() for st in self.streams]
 
 
+class _DeferredInterrupt:
+    """While active (and ``enabled``), Ctrl-C (SIGINT) only sets a flag that the training loop
+    reads between steps, so a checkpoint is written from a consistent state before the
+    interrupt is raised again. Only in the main thread; elsewhere a no-op."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.hit, self.previous = enabled, False, None
+
+    def __bool__(self):
+        return self.hit
+
+    def __enter__(self):
+        import signal
+        import threading
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            def handler(signum, frame):
+                self.hit = True
+            self.previous = signal.signal(signal.SIGINT, handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+        return False
+
+
 def _adam(params, lr, weight_decay):
     """Adam, the fused kernel where this torch has one for the device (fewer launches: the
     step of a small model is launch-bound), else the default implementation."""
@@ -358,6 +390,59 @@ def _adam(params, lr, weight_decay):
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+
+
+def describe(obj, depth: int = 0):
+    """A JSON-able description of a model or sampler for checkpoint fingerprints: its class
+    and its public scalar settings; tensors by shape and a hash of their values; nested
+    samplers described in turn (lists, e.g. a pool's pre-drawn batches, are left out: they
+    follow from the settings)."""
+    import hashlib
+    out = {"class": type(obj).__name__}
+    config = getattr(obj, "config", None)
+    if isinstance(config, dict):
+        out["config"] = {k: v for k, v in config.items()     # init_*: replaced by the checkpoint
+                         if isinstance(v, (bool, int, float, str, type(None))) and not k.startswith("init")}
+    if isinstance(obj, torch.nn.Module):
+        out["shapes"] = [list(p.shape) for p in obj.parameters()]
+        return out
+    for key, value in sorted(vars(obj).items()):
+        if key.startswith("_"):
+            continue
+        if isinstance(value, (bool, int, float, str, type(None))):
+            out[key] = value
+        elif isinstance(value, torch.Tensor):
+            data = value.detach().cpu().contiguous()
+            out[key] = f"tensor{list(data.shape)}:" + hashlib.sha1(
+                data.numpy().tobytes() if data.dtype != torch.bfloat16 else
+                data.float().numpy().tobytes()).hexdigest()[:12]
+        elif depth < 2 and hasattr(value, "sample_x"):
+            out[key] = describe(value, depth + 1)
+    return out
+
+
+def _fingerprint(models, samplers, seeds, **settings) -> dict:
+    """Everything that shapes a run's trajectory, as a flat dict of JSON-able values."""
+    fp = {"model": describe(models[0]), "n_runs": len(models), "seeds": list(seeds)}
+    fp["samplers"] = [describe(s) for s in samplers]
+    fp.update(settings)
+    return fp
+
+
+def _fingerprint_mismatch(saved: dict, now: dict) -> list[str]:
+    """Keys present in both fingerprints whose values differ."""
+    return sorted(k for k in set(saved) & set(now) if saved[k] != now[k])
+
+
+def load_checkpoint(path: str | Path, map_location=None) -> dict:
+    """Read a checkpoint written by :func:`train` with ``torch.load(weights_only=True)``
+    (tensors, numbers, strings and containers only: no code runs); a damaged or foreign file
+    raises ``ValueError`` naming it."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:   # EOFError, UnpicklingError, RuntimeError (zip), ...
+        raise ValueError(f"cannot read the checkpoint {path} ({type(err).__name__}: {err}); "
+                         "delete it or pass resume=False to start over") from None
 
 
 def _as_list(value, K: int, name: str) -> list:
@@ -375,7 +460,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
           grad_clip: float | None = None, weight_decay: float = 0.0,
           lr_decay: float | None = None, progress: bool | None = None,
           compile: bool = False, trace=None, trace_every: int = 0,
-          prefetch: int = 1, vmap: bool | None = None) -> TrainResult:
+          prefetch: int = 1, vmap: bool | None = None,
+          max_seconds: float | None = None) -> TrainResult:
     """Train ``model`` (or a list of K models, together) on prompts from ``sampler``.
 
     Args:
@@ -418,6 +504,15 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             ``False`` runs each model's forward and backward in turn (same numbers); ``None``
             (default): vmap except on CPU, where it was 1.4-1.5x slower (``benchmarks/``). A
             resumed run keeps its checkpoint's choice (the optimizer state is laid out by it).
+        max_seconds: stop after this much wall time (> 0; checked after every step), write
+            the checkpoint and return with ``TrainResult.finished`` False and ``steps`` the
+            step reached: a long run done in pieces (``icl_core.long_runs``). None: no limit.
+
+    A checkpoint stores a fingerprint of everything that shapes the trajectory (the models'
+    class, config and shapes, the samplers, batch size, learning rate and its decay, clipping,
+    weight decay, prompt lengths, curriculum, prefetch, seeds); resuming with another value of
+    any of them raises ``ValueError`` naming the keys that differ. Ctrl-C writes a checkpoint
+    (when a path is given) before the interrupt propagates.
 
     Returns:
         :class:`TrainResult`; the models are trained in place.
@@ -440,6 +535,14 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     prefetch = check_int("prefetch", prefetch, minimum=1)
     if lr_decay is not None:
         lr_decay = check_float("lr_decay", lr_decay, minimum=0.0, strict=True, maximum=1.0)
+    if grad_clip is not None:
+        grad_clip = check_float("grad_clip", grad_clip, minimum=0.0, strict=True)
+    weight_decay = check_float("weight_decay", weight_decay, minimum=0.0)
+    if max_seconds is not None:
+        max_seconds = check_float("max_seconds", max_seconds, minimum=0.0, strict=True)
+    if checkpoint_every and checkpoint_path is None:
+        raise ValueError(f"checkpoint_every={checkpoint_every} needs a checkpoint_path "
+                         "(nothing would be written)")
     if curriculum is None:
         if n_points is None:
             raise ValueError("n_points must be given (an integer >= 2) when there is no curriculum")
@@ -453,7 +556,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
     state = None
     if ckpt is not None and resume and ckpt.exists():
-        state = torch.load(ckpt, map_location=dev, weights_only=False)
+        state = load_checkpoint(ckpt, map_location=dev)
         # the optimizer state is laid out per mode: resume in the checkpoint's (checkpoints
         # from before the separate mode existed were all vmap for such ensembles)
         legacy = "vmap" if K > 1 and not getattr(type(models[0]), "supports_runs", False) else None
@@ -471,6 +574,11 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     streams = [Streams.from_seed(s) for s in seeds]
     prompts = _Prompts(samplers, streams, batch_size, prefetch, n_points, n_queries, curriculum,
                        dev, keep_states=ckpt is not None)
+    fingerprint = _fingerprint(models, samplers, seeds, batch_size=batch_size, lr=lr,
+                               lr_decay=lr_decay, grad_clip=grad_clip, weight_decay=weight_decay,
+                               n_points=n_points, n_queries=n_queries, prefetch=prefetch,
+                               curriculum=None if curriculum is None else
+                               [list(curriculum.dims), list(curriculum.points), curriculum.interval])
     start, losses, last_good = 0, [], None
     if state is not None:
         if state["seeds"] != seeds:
@@ -481,6 +589,18 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             raise ValueError(f"prefetch={prefetch} differs from the checkpoint's "
                              f"prefetch={state.get('prefetch', 1)} ({ckpt}): the data would "
                              "differ; pass the checkpoint's value or resume=False")
+        if "fingerprint" in state:
+            differ = _fingerprint_mismatch(state["fingerprint"], fingerprint)
+            if differ:
+                detail = "; ".join(f"{k}: checkpoint {state['fingerprint'][k]!r}, now {fingerprint[k]!r}"
+                                   for k in differ if k not in ("samplers", "model"))
+                raise ValueError(f"the checkpoint {ckpt} was written by a run with other "
+                                 f"{', '.join(differ)} ({detail or 'see the model and samplers'}); "
+                                 "resuming would mix two trajectories: pass the checkpoint's "
+                                 "settings, another checkpoint_path, or resume=False")
+        if state["step"] > steps:
+            raise ValueError(f"steps={steps} is below the checkpoint's step {state['step']} "
+                             f"({ckpt}): pass steps >= {state['step']} or resume=False")
         runs.load(state["params"])
         opt.load_state_dict(state["optimizer"])
         if sched is not None:
@@ -518,7 +638,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                       "scheduler": sched.state_dict() if sched is not None else None,
                       "streams": stream_states, "stream_step": stream_step,
                       "prefetch": prefetch, "mode": runs.mode, "step": step,
-                      "losses": losses, "seeds": seeds,
+                      "losses": losses, "seeds": seeds, "fingerprint": fingerprint,
                       "model_config": getattr(models[0], "config", None)}, ckpt)
         return str(ckpt)
 
@@ -542,42 +662,51 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     t0 = time.perf_counter()
     for m in runs.models:
         m.train()
-    for step in range(start, steps):
-        if trace is not None and step % trace_every == 0:
-            record(step)
-        x, y, n_context = prompts.at(step)
-        opt.zero_grad(set_to_none=True)
-        total, run_losses = runs.loss(x, y, n_context)
-        log.add(step, run_losses)
-        runs.backward(total)
-        if grad_clip is not None:
-            runs.clip(grad_clip)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        if log.due():
-            check(step + 1)
+    end = steps
+    interrupted = _DeferredInterrupt(enabled=ckpt is not None)
+    with interrupted:
+        for step in range(start, steps):
+            if trace is not None and step % trace_every == 0:
+                record(step)
+            x, y, n_context = prompts.at(step)
+            opt.zero_grad(set_to_none=True)
+            total, run_losses = runs.loss(x, y, n_context)
+            log.add(step, run_losses)
+            runs.backward(total)
+            if grad_clip is not None:
+                runs.clip(grad_clip)
+            opt.step()
+            if sched is not None:
+                sched.step()
+            if log.due():
+                check(step + 1)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{sum(losses[-1]) / K:.4f}")
+            if ckpt is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
+                last_good = save(step + 1)
             if bar is not None:
-                bar.set_postfix(loss=f"{sum(losses[-1]) / K:.4f}")
-        if ckpt is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
-            last_good = save(step + 1)
-        if bar is not None:
-            bar.update(1)
-    check(steps)
+                bar.update(1)
+            if interrupted or (max_seconds is not None and time.perf_counter() - t0 >= max_seconds):
+                end = step + 1
+                break
+    check(end)
     if bar is not None:
         bar.close()
-    if ckpt is not None and start < steps:
-        last_good = save(steps)
-    if trace is not None and start < steps:
-        record(steps)
+    if ckpt is not None and start < end:
+        last_good = save(end)
+    if interrupted:
+        print(f"interrupted: checkpoint at step {end} written to {last_good}", file=sys.stderr)
+        raise KeyboardInterrupt
+    if trace is not None and start < end:
+        record(end)
     runs.write_back()
     for m in runs.models:
         m.eval()
     arr = np.asarray(losses, dtype=np.float64).reshape(-1, K).T
-    return TrainResult(arr[0] if K == 1 else arr, steps, seeds[0] if K == 1 else seeds,
+    return TrainResult(arr[0] if K == 1 else arr, end, seeds[0] if K == 1 else seeds,
                        dev.type, time.perf_counter() - t0, last_good,
                        {"batch_size": batch_size, "lr": lr, "n_points": n_points,
                         "n_queries": n_queries, "lr_decay": lr_decay, "n_runs": K,
                         "prefetch": prefetch,
                         "curriculum": None if curriculum is None else vars(curriculum)},
-                       traced)
+                       traced, finished=end == steps)

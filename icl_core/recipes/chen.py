@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..head_analysis import head_importance, head_weights, prune_to_top_heads, query_error
+from ..long_runs import LongRun, register_long_run
 from ..models import Transformer
 from ..prompts import derive_seed
 from ..results import Result
@@ -368,3 +369,61 @@ def load_committed(results_dir) -> tuple[dict, dict, str, list]:
         cfg["layers"] = sorted({L for r in results for L in r.config["layers"]})
         cfg["seeds"] = sorted({r.config["seed"] for r in results})
     return models, cfg, (results[0].scale if results else ""), results
+
+
+# --- paper-scale encoders trained in pieces (icl_core.long_runs) ----------------------------
+PAPER_PIECES = dict(d=16, s=4, d_model=256, L=4, noise_stds=[0.1], steps=320000, batch_size=64,
+                    lr=1e-4, n_context=12, n_queries=4, prefetch=100, eval_prompts=8192,
+                    ridge_lams=[1.0, 0.3, 0.1, 0.03, 0.01, 1e-3], lasso_alphas=[0.1, 0.03, 0.01, 0.003],
+                    lasso_iters=2000, seed=0)
+
+
+def _piece_build(h):
+    def build(cfg):
+        models, tasks = [], []
+        for s in cfg["noise_stds"]:      # the same initialisation for every noise level
+            torch.manual_seed(derive_seed(cfg["seed"], h, cfg["L"]))
+            models.append(_build(cfg, h, cfg["L"]))
+            tasks.append(SparseLinearRegression(cfg["d"], cfg["s"], s))
+        kwargs = dict(batch_size=cfg["batch_size"], lr=cfg["lr"], n_points=cfg["n_context"] + cfg["n_queries"],
+                      n_queries=cfg["n_queries"], prefetch=cfg["prefetch"],
+                      seed=[derive_seed(cfg["seed"], 1, int(1000 * s)) for s in cfg["noise_stds"]])
+        return models, tasks, kwargs
+    return build
+
+
+def baseline_risks(cfg: dict, noise_std: float, n_context: int = 10) -> dict:
+    """Excess query risk (query MSE minus sigma^2) of ridge and Lasso, each at its best grid
+    value, on the shared evaluation prompts of :func:`eval_prompts` (n = ``n_context``)."""
+    from ..baselines import lasso, ridge
+    p = eval_prompts(cfg, noise_std, n_context=n_context)
+    xc, yc, xq, yq = p.x[:, :n_context], p.y[:, :n_context], p.x[:, n_context:], p.y[:, n_context:]
+
+    def risk(pred):
+        return float(((pred - yq) ** 2).mean()) - noise_std ** 2
+    return {"ridge": min(risk(ridge(xc, yc, xq, lam)) for lam in cfg["ridge_lams"]),
+            "lasso": min(risk(lasso(xc, yc, xq, a, cfg["lasso_iters"])) for a in cfg["lasso_alphas"])}
+
+
+def _piece_evaluate(h):
+    def evaluate(models, cfg):
+        out = {}
+        for model, s in zip(models, cfg["noise_stds"]):
+            name = model_name(h, cfg["L"], s, seed=cfg["seed"])
+            out[f"{name}/risk_n10"] = _query_risk(model, eval_prompts(cfg, s))
+            for k, v in baseline_risks(cfg, s).items():
+                out[f"{name}/{k}_n10"] = v
+        return out
+    return evaluate
+
+
+def _piece_names(h):
+    return lambda cfg: [model_name(h, cfg["L"], s, seed=cfg["seed"]) for s in cfg["noise_stds"]]
+
+
+for _h in (1, 4):
+    register_long_run(LongRun(
+        f"chen.train.paper-h{_h}-L4", dict(PAPER_PIECES), _piece_build(_h), _piece_evaluate(_h),
+        _piece_names(_h),
+        description=f"Chen et al. Fig. 1 encoder at the paper's scale (h={_h}, L=4, width 256, "
+                    "Adam 1e-4 constant, batch 64, 320k steps, sigma=0.1), trained in pieces"))

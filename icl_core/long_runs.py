@@ -1,0 +1,271 @@
+"""Long training runs done in pieces: continue from the last committed checkpoint for a
+wall-clock budget, write the next one, stop cleanly.
+
+A paper-scale run (Chen et al.: width 256, 320,000 steps) does not fit one session of any
+machine this project is lent, so it is trained in pieces, each continuing from the checkpoint
+the previous piece committed under ``results/``::
+
+    python -m icl_core continue chen.train.paper-L4 --minutes 8 --device cuda
+
+A :class:`LongRun` names what is trained (models, samplers, the :func:`~icl_core.training.train`
+settings, the total steps) and how a piece is scored; :func:`continue_run` resumes, trains for
+the budget (``train(..., max_seconds=...)``), evaluates, and replaces the run's folder in one
+step (a temporary folder renamed into place), so a piece killed half-way leaves the previous
+state intact.
+
+**The compact checkpoint.** A committed checkpoint must be small (it travels with the working
+tree and is returned from a device in files of at most 16 MiB). Per run ``k`` the folder holds
+``run<k>.params.pt`` (every parameter, float32: exact) and ``run<k>.adam.pt`` (Adam's second
+moment in bfloat16), plus ``state.pt`` (step, random streams, losses, fingerprint, optimizer
+settings) and ``progress.json`` (one entry per piece: steps, device, wall time, git sha,
+evaluation). Adam's first moment is not stored: with beta1 = 0.9 it forgets its past within
+about ten steps, and it restarts from zero at each piece. So a piece resumed from a compact
+checkpoint is close to, not bit-for-bit equal to, an uninterrupted run (within a piece,
+training is as :func:`train` always does it; on a GPU it is not bit-reproducible anyway).
+The fingerprint of :func:`train` is kept: a piece with other settings is refused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .devices import device_name, pick_device
+from .results import git_sha, provenance
+from .training import load_checkpoint, train
+
+FORMAT = 1
+
+
+@dataclass
+class LongRun:
+    """A named long run.
+
+    ``build(cfg) -> (models, samplers, train_kwargs)``: the K models (freshly initialised),
+    their K samplers and the keyword arguments of :func:`train` other than the models,
+    samplers, ``steps``, checkpointing, ``device`` and ``max_seconds``.
+    ``evaluate(models, cfg) -> dict``: JSON-able metrics of the current models (on CPU).
+    ``run_names``: one name per model (e.g. ``"h4_L4_s0.1"``)."""
+
+    name: str
+    config: dict
+    build: callable
+    evaluate: callable
+    run_names: callable            # cfg -> list[str]
+    description: str = ""
+    folder: str = ""               # default results/<name with the last dot as a slash>
+
+
+LONG_RUNS: dict[str, LongRun] = {}
+
+
+def register_long_run(run: LongRun) -> LongRun:
+    LONG_RUNS[run.name] = run
+    return run
+
+
+def get_long_run(name: str) -> LongRun:
+    from .recipes import _load_all
+    _load_all()
+    if name not in LONG_RUNS:
+        raise ValueError(f"long run must be one of {sorted(LONG_RUNS)}, got {name!r}")
+    return LONG_RUNS[name]
+
+
+def default_folder(run: LongRun) -> Path:
+    if run.folder:
+        return Path(run.folder)
+    recipe, _, scale = run.name.rpartition(".")
+    return Path("results") / recipe / scale
+
+
+# --- compact checkpoints ----------------------------------------------------------------
+def _param_names(models) -> list[str]:
+    return [name for name, _ in models[0].named_parameters()]
+
+
+def _order(mode: str, names: list[str], K: int) -> list[tuple[int | None, str]]:
+    """(run, name) of each optimizer parameter index in a :func:`train` checkpoint of ``mode``:
+    stacked layouts hold one tensor per name for all runs (run None), the separate layout one
+    per run and name, runs outermost."""
+    if mode == "separate":
+        return [(k, n) for k in range(K) for n in names]
+    return [(None, n) for n in names]
+
+
+def export_compact(full: dict, names: list[str], K: int, folder: Path) -> None:
+    """Write the compact form of a :func:`train` checkpoint ``full`` into ``folder``."""
+    mode = full["mode"]
+    params = full["params"]
+    opt = full["optimizer"]
+    group = {k: v for k, v in opt["param_groups"][0].items() if k != "params"}
+    steps_adam = None
+    second = {k: {} for k in range(K)}
+    for idx, (run, name) in enumerate(_order(mode, names, K)):
+        st = opt["state"].get(idx, {})
+        if "exp_avg_sq" not in st:
+            continue
+        steps_adam = float(st["step"])
+        v = st["exp_avg_sq"].detach().cpu()
+        if run is None:
+            for k in range(K):
+                second[k][name] = (v[k] if K > 1 and mode != "single" else v).to(torch.bfloat16).clone()
+        else:
+            second[run][name] = v.to(torch.bfloat16).clone()
+    for k in range(K):
+        own = {n: (params[n][k] if mode != "single" else params[n]).detach().cpu().float().clone()
+               for n in names}
+        torch.save(own, folder / f"run{k}.params.pt")
+        torch.save(second[k], folder / f"run{k}.adam.pt")
+    losses = torch.tensor(np.asarray(full["losses"], dtype=np.float32).reshape(-1, K))
+    torch.save({"format": FORMAT, "step": full["step"], "streams": full["streams"],
+                "stream_step": full["stream_step"], "prefetch": full["prefetch"],
+                "seeds": full["seeds"], "fingerprint": full.get("fingerprint"),
+                "scheduler": full.get("scheduler"), "param_group": group,
+                "adam_step": steps_adam, "losses": losses, "n_runs": K, "names": names,
+                "model_config": full.get("model_config")}, folder / "state.pt")
+
+
+def expand_compact(folder: Path, mode: str, device) -> dict:
+    """The :func:`train` checkpoint (for ``mode``'s optimizer layout) that a compact folder
+    stands for; Adam's first moment restarts at zero (see the module docstring)."""
+    meta = load_checkpoint(folder / "state.pt", map_location="cpu")
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{folder / 'state.pt'} has format {meta.get('format')!r}, expected {FORMAT}")
+    K, names = meta["n_runs"], meta["names"]
+    own = [load_checkpoint(folder / f"run{k}.params.pt", map_location="cpu") for k in range(K)]
+    sq = [load_checkpoint(folder / f"run{k}.adam.pt", map_location="cpu") for k in range(K)]
+    single = mode == "single"
+    params = {n: own[0][n] if single else torch.stack([own[k][n] for k in range(K)]) for n in names}
+    state = {}
+    for idx, (run, name) in enumerate(_order(mode, names, K)):
+        if name not in sq[0]:
+            continue
+        v = (sq[0][name] if single else torch.stack([sq[k][name] for k in range(K)])) if run is None \
+            else sq[run][name]
+        v = v.float()
+        step = torch.tensor(meta["adam_step"], dtype=torch.float32)
+        state[idx] = {"step": step, "exp_avg": torch.zeros_like(v), "exp_avg_sq": v}
+    group = dict(meta["param_group"], params=list(range(len(_order(mode, names, K)))))
+    losses = meta["losses"].numpy().astype(float).tolist()
+    return {"params": params, "optimizer": {"state": state, "param_groups": [group]},
+            "scheduler": meta["scheduler"], "streams": meta["streams"],
+            "stream_step": meta["stream_step"], "prefetch": meta["prefetch"], "mode": mode,
+            "step": meta["step"], "losses": losses, "seeds": meta["seeds"],
+            "fingerprint": meta["fingerprint"], "model_config": meta["model_config"]}
+
+
+def _mode_for(models, device) -> str:
+    if len(models) == 1:
+        return "single"
+    if getattr(type(models[0]), "supports_runs", False):
+        return "stacked"
+    return "separate" if torch.device(device).type == "cpu" else "vmap"
+
+
+def load_state(folder: str | Path) -> dict | None:
+    """``{"step", "losses" (steps, K), "progress"}`` of a committed long run, or None."""
+    folder = Path(folder)
+    if not (folder / "state.pt").exists():
+        return None
+    meta = load_checkpoint(folder / "state.pt", map_location="cpu")
+    progress = json.loads((folder / "progress.json").read_text()) if (folder / "progress.json").exists() else {}
+    return {"step": meta["step"], "losses": meta["losses"].numpy(), "progress": progress}
+
+
+def load_models(run: LongRun, folder: str | Path | None = None, **overrides) -> dict:
+    """``run name -> model`` (CPU, eval mode) at the committed step of ``run``."""
+    folder = Path(folder) if folder is not None else default_folder(run)
+    cfg = dict(run.config, **overrides)
+    models, _, _ = run.build(cfg)
+    meta = load_checkpoint(folder / "state.pt", map_location="cpu")
+    out = {}
+    for k, (name, model) in enumerate(zip(run.run_names(cfg), models)):
+        model.load_state_dict(load_checkpoint(folder / f"run{k}.params.pt", map_location="cpu"),
+                              strict=False)
+        out[name] = model.eval()
+    assert meta["n_runs"] == len(models)
+    return out
+
+
+# --- one piece ----------------------------------------------------------------------------
+def continue_run(name: str, minutes: float, device=None, folder: str | Path | None = None,
+                 sha: str | None = None, command: str | None = None, compile: bool = False,
+                 **overrides) -> dict:
+    """Continue long run ``name`` from the compact checkpoint in ``folder`` (default
+    ``results/<recipe>/<scale>``; none there: start at step 0) for at most ``minutes`` of
+    training, evaluate, and replace ``folder`` with the new state. ``overrides`` change the
+    config (e.g. tiny sizes for a test); a folder written with other settings is refused.
+    ``compile``: ``torch.compile`` the model (single-model runs; falls back to eager mode with
+    a warning). Returns the new progress entry."""
+    if not isinstance(minutes, (int, float)) or not 0 < minutes <= 24 * 60:
+        raise ValueError(f"minutes must be a number in (0, 1440], got {minutes!r}")
+    run = get_long_run(name)
+    unknown = set(overrides) - set(run.config)
+    if unknown:
+        raise ValueError(f"unknown config keys {sorted(unknown)} for long run {name!r}; "
+                         f"allowed: {sorted(run.config)}")
+    cfg = dict(run.config, **overrides)
+    folder = Path(folder) if folder is not None else default_folder(run)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"folder {folder} exists and is not a folder")
+    dev = pick_device(device)
+    sha = sha or git_sha()
+    models, samplers, kwargs = run.build(cfg)
+    names = _param_names(models)
+    K = len(models)
+    mode = _mode_for(models, dev)
+    work = Path(tempfile.mkdtemp(prefix="icl_long_run_"))
+    try:
+        full_path = work / "full.pt"
+        start = 0
+        if (folder / "state.pt").exists():
+            full = expand_compact(folder, mode, dev)
+            start = full["step"]
+            torch.save(full, full_path)
+        t0 = time.perf_counter()
+        try:
+            fit = train(models, samplers, cfg["steps"], checkpoint_path=full_path, device=dev,
+                        max_seconds=60.0 * minutes, compile=compile,
+                        vmap=None if mode in ("single", "stacked") else mode == "vmap", **kwargs)
+        except ValueError as err:   # name the committed folder, not the scratch file
+            raise ValueError(str(err).replace(str(full_path), str(folder))) from None
+        seconds = time.perf_counter() - t0
+        models = [m.cpu().eval() for m in models]
+        metrics = run.evaluate(models, cfg)
+        new = work / "new"
+        new.mkdir()
+        export_compact(load_checkpoint(full_path, map_location="cpu"), names, K, new)
+        history = []
+        if (folder / "progress.json").exists():
+            history = json.loads((folder / "progress.json").read_text()).get("pieces", [])
+        entry = {"from_step": start, "to_step": fit.steps, "steps_total": cfg["steps"],
+                 "compiled": bool(compile),
+                 "finished": fit.steps >= cfg["steps"], "seconds": round(seconds, 1),
+                 "steps_per_s": round((fit.steps - start) / max(seconds, 1e-9), 2),
+                 "metrics": metrics,
+                 "provenance": provenance(device_name(dev), seconds, fit.seed, command, sha=sha)}
+        progress = {"name": name, "config": cfg, "run_names": run.run_names(cfg),
+                    "step": fit.steps, "pieces": history + [entry],
+                    "note": "compact checkpoint: parameters float32, Adam's second moment "
+                            "bfloat16, first moment restarted at each piece (icl_core.long_runs)"}
+        (new / "progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        old = folder.with_name(folder.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        if folder.exists():
+            os.replace(folder, old)
+        shutil.move(str(new), str(folder))
+        if old.exists():
+            shutil.rmtree(old)
+        return entry
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
