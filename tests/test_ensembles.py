@@ -95,7 +95,7 @@ def test_transformer_ensemble_resumes_in_its_checkpoints_mode(tmp_path, first_vm
 
 
 def test_ensemble_bad_arguments():
-    with pytest.raises(ValueError, match="same class and shapes"):
+    with pytest.raises(ValueError, match="same class, config and shapes"):
         train([SoftmaxUnit(3), SoftmaxUnit(3, param="untied")], LinearRegression(3), steps=1, n_points=5)
     with pytest.raises(ValueError, match="seed must have one entry per model"):
         train(units(2), LinearRegression(3), steps=1, n_points=5, seed=[1, 2, 3])
