@@ -55,7 +55,8 @@ class Streams:
 
     def set_state(self, states: list[torch.Tensor]) -> "Streams":
         for g, st in zip((self.x, self.task, self.noise), states):
-            g.set_state(st)
+            # a checkpoint loaded with map_location="cuda" holds the states on the GPU
+            g.set_state(st.to(device=g.device, dtype=torch.uint8))
         return self
 
 
