@@ -186,12 +186,13 @@ def load_models(run: LongRun, folder: str | Path | None = None, **overrides) -> 
     cfg = dict(run.config, **overrides)
     models, _, _ = run.build(cfg)
     meta = load_checkpoint(folder / "state.pt", map_location="cpu")
+    if meta["n_runs"] != len(models):
+        raise ValueError(f"{folder} holds {meta['n_runs']} runs but the config builds {len(models)}")
     out = {}
     for k, (name, model) in enumerate(zip(run.run_names(cfg), models)):
         model.load_state_dict(load_checkpoint(folder / f"run{k}.params.pt", map_location="cpu"),
-                              strict=False)
+                              strict=False)     # parameters only: the head-mask buffers stay
         out[name] = model.eval()
-    assert meta["n_runs"] == len(models)
     return out
 
 

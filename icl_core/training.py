@@ -527,7 +527,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
         raise ValueError("model must be a module or a non-empty list of modules")
     samplers = _as_list(sampler, K, "sampler")
     seeds = (_as_list(seed, K, "seed") if isinstance(seed, (list, tuple))
-             else [int(seed) + k for k in range(K)])
+             else [check_int("seed", seed, minimum=0) + k for k in range(K)])
+    seeds = [check_int("seed", s, minimum=0) for s in seeds]
     steps = check_int("steps", steps, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     lr = check_float("lr", lr, minimum=0.0, strict=True)

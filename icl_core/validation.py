@@ -20,6 +20,9 @@ def check_int(name: str, value, minimum: int = 1, maximum: int | None = None) ->
 def check_float(name: str, value, minimum: float = 0.0, strict: bool = False,
                 maximum: float | None = None) -> float:
     """Return ``value`` as a finite float >= ``minimum`` (> if ``strict``), else ``ValueError``."""
+    if isinstance(value, (str, bytes, bool)) or not isinstance(value, numbers.Real) and \
+            not (hasattr(value, "item") and getattr(value, "ndim", 1) == 0):
+        raise ValueError(f"{name} must be a number, got {value!r}")
     try:
         value = float(value)
     except (TypeError, ValueError):

@@ -1,0 +1,111 @@
+"""Long runs in pieces (icl_core.long_runs), tested at tiny sizes on CPU."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from icl_core import LinearRegression, Transformer, train
+from icl_core.__main__ import main
+from icl_core.long_runs import continue_run, expand_compact, export_compact, load_models, load_state, get_long_run
+from icl_core.training import load_checkpoint
+
+TINY = dict(d_model=16, steps=20, eval_prompts=64, lasso_iters=20, lasso_alphas=[0.01],
+            ridge_lams=[0.1], noise_stds=[0.0, 0.1], prefetch=5)
+NAME = "chen.train.paper-h4-L4"
+
+
+def models(K=2):
+    torch.manual_seed(0)
+    first = Transformer(3, 16, 1, 2, d_mlp=32)
+    return [first] + [Transformer(3, 16, 1, 2, d_mlp=32) for _ in range(K - 1)]
+
+
+@pytest.mark.parametrize("saved_vmap", [False, True])
+def test_compact_round_trip_and_resume_in_either_layout(tmp_path, saved_vmap):
+    s = LinearRegression(3, noise_std=0.1)
+    ck = tmp_path / "full.pt"
+    kw = dict(batch_size=4, lr=1e-2, n_points=6, seed=[1, 2])
+    train(models(), s, steps=6, checkpoint_path=ck, vmap=saved_vmap, **kw)
+    full = load_checkpoint(ck)
+    names = [n for n, _ in models()[0].named_parameters()]
+    export_compact(full, names, 2, tmp_path)
+    for mode in ("separate", "vmap"):
+        back = expand_compact(tmp_path, mode, "cpu")
+        for n in names:
+            assert torch.equal(back["params"][n], full["params"][n])     # parameters exact
+        sq = [v["exp_avg_sq"] for v in back["optimizer"]["state"].values()]
+        orig = [v["exp_avg_sq"] for v in full["optimizer"]["state"].values()]
+        assert sum(v.numel() for v in sq) == sum(v.numel() for v in orig)
+        flat = lambda vs: torch.cat([v.reshape(-1) for v in vs])
+        if (mode == "vmap") == saved_vmap:
+            assert torch.allclose(flat(sq), flat(orig), rtol=1e-2, atol=0)   # bfloat16
+        assert all(not v["exp_avg"].any() for v in back["optimizer"]["state"].values())
+        torch.save(back, tmp_path / f"{mode}.pt")
+        res = train(models(), s, steps=10, checkpoint_path=tmp_path / f"{mode}.pt",
+                    vmap=mode == "vmap", **kw)
+        assert res.losses.shape == (2, 10)
+        assert np.array_equal(res.losses[:, :6], np.asarray(full["losses"]).T)
+
+
+def test_pieces_continue_one_run(tmp_path):
+    folder = tmp_path / "run"
+    first = continue_run(NAME, 60, device="cpu", folder=folder, **dict(TINY, steps=10))
+    assert (first["from_step"], first["to_step"], first["finished"]) == (0, 10, True)
+    second = continue_run(NAME, 60, device="cpu", folder=folder, **TINY)
+    assert (second["from_step"], second["to_step"]) == (10, 20)
+    state = load_state(folder)
+    assert state["step"] == 20 and state["losses"].shape == (20, 2)
+    assert [p["to_step"] for p in state["progress"]["pieces"]] == [10, 20]
+    assert {"h4_L4_s0/risk_n10", "h4_L4_s0.1/ridge_n10", "h4_L4_s0.1/lasso_n10"} <= set(second["metrics"])
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "progress.json", "run0.adam.pt", "run0.params.pt", "run1.adam.pt", "run1.params.pt", "state.pt"]
+    # an uninterrupted run: the first piece equal, the second close (Adam's first moment restarts)
+    whole = continue_run(NAME, 60, device="cpu", folder=tmp_path / "whole", **TINY)
+    assert whole["to_step"] == 20
+    a, b = load_state(folder)["losses"], load_state(tmp_path / "whole")["losses"]
+    assert np.array_equal(a[:10], b[:10])
+    assert np.allclose(a[10:], b[10:], rtol=0.05)
+    ma = load_models(get_long_run(NAME), folder, **TINY)
+    mb = load_models(get_long_run(NAME), tmp_path / "whole", **TINY)
+    for x, y in zip(ma["h4_L4_s0.1"].parameters(), mb["h4_L4_s0.1"].parameters()):
+        assert (x - y).abs().max() < 1e-3
+
+
+def test_a_piece_with_other_settings_is_refused_and_leaves_the_folder(tmp_path):
+    folder = tmp_path / "run"
+    continue_run(NAME, 60, device="cpu", folder=folder, **dict(TINY, steps=4))
+    before = (folder / "progress.json").read_text()
+    with pytest.raises(ValueError, match=rf"{folder}.*other lr"):
+        continue_run(NAME, 60, device="cpu", folder=folder, **dict(TINY, lr=1e-3))
+    assert (folder / "progress.json").read_text() == before
+    with pytest.raises(ValueError, match="unknown config keys"):
+        continue_run(NAME, 60, device="cpu", folder=folder, width=3)
+    with pytest.raises(ValueError, match="minutes must be"):
+        continue_run(NAME, 0, device="cpu", folder=folder)
+
+
+def test_cli_continue(tmp_path, capsys):
+    assert main(["continue"]) == 0
+    assert "chen.train.paper-h1-L4" in capsys.readouterr().out
+    assert main(["continue", "nope"]) == 2
+    assert "long run must be one of" in capsys.readouterr().err
+    args = ["continue", NAME, "--device", "cpu", "--dir", str(tmp_path / "r")]
+    for k, v in dict(TINY, steps=3).items():
+        args += ["--set", f"{k}={json.dumps(v)}"]
+    assert main(args) == 0
+    assert "steps 0 -> 3 of 3" in capsys.readouterr().out
+
+
+def test_committed_paper_pieces_load_and_match_their_record():
+    """The committed GPU pieces: the recorded risk is reproduced on CPU from the weights."""
+    from icl_core.recipes.chen import _query_risk, eval_prompts
+    run = get_long_run("chen.train.paper-h4-L4")
+    state = load_state("results/chen.train/paper-h4-L4")
+    if state is None:
+        pytest.skip("no committed piece")
+    model = load_models(run, "results/chen.train/paper-h4-L4")["h4_L4_s0.1"]
+    recorded = state["progress"]["pieces"][-1]["metrics"]["h4_L4_s0.1/risk_n10"]
+    cfg = dict(run.config, eval_prompts=1024)
+    risk = _query_risk(model, eval_prompts(cfg, 0.1))
+    assert abs(risk - recorded) < 0.15 * recorded     # 1024 of the 8192 prompts, CPU vs GPU
