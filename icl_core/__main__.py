@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     p_run.add_argument("--out", default=None,
                        help="folder for result.json + arrays.npz (default results/<recipe>/<scale>)")
     p_run.add_argument("--seed", type=int, default=None)
+    p_run.add_argument("--overwrite", action="store_true",
+                       help="replace an existing result in --out (refused otherwise)")
     p_run.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                        help="override a config entry, e.g. --set steps=100")
     p_cont = sub.add_parser("continue", help="continue a long run from its committed checkpoint "
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
             overrides["seed"] = args.seed
         out = args.out or f"results/{args.recipe}/{args.scale}"
         result = run(args.recipe, args.scale, device=args.device, out=out, command=command,
-                     **overrides)
+                     overwrite=args.overwrite, **overrides)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -5,9 +5,9 @@ parameter; ``None`` keeps the numbers in memory only, e.g. in Colab) and sets
 ``rec["ols_mc_max_rel_err"] = 0.031``. Each assignment rewrites the JSON file atomically,
 so the tests read exactly what the executed notebook computed.
 
-``rec.claim(...)`` records one of the paper's checkable claims with the value measured for
-it and a verdict; the book's reproduction report is generated from these entries (and a test
-fails if a recorded claim is missing from it).
+:func:`icl_core.claims.assess` evaluates the claims declared for the notebook on these
+values and stores their computed verdict rows here; the book's reproduction report is
+generated from them (and a test fails if a declared claim is missing from it).
 """
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from pathlib import Path
 
 from .results import _jsonable
 
-
-VERDICTS = ("reproduced", "reproduced at reduced scale", "differs", "not run")
 
 
 class Records(dict):
@@ -31,28 +29,11 @@ class Records(dict):
         self.claims = {}
         self._write()
 
-    def claim(self, key: str, paper: str, where: str, statement: str, measured: str,
-              verdict: str, scale: str, reason: str = "") -> str:
-        """Record a checkable claim of a paper.
-
-        Args:
-            key: a stable id, unique in the notebook (e.g. ``"fig2c"``).
-            paper: short citation ("Chen et al. 2024"); where: figure / theorem ("Fig. 2c").
-            statement: what the paper says, in one sentence.
-            measured: what this notebook measured (numbers, in words).
-            verdict: one of ``VERDICTS``; scale: where it was measured ("ci, CPU", "mid, CPU").
-            reason: why it differs or is reduced (required unless "reproduced").
-
-        Returns the verdict (so a notebook can print it)."""
-        if verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
-        if verdict != "reproduced" and not reason:
-            raise ValueError(f"claim {key!r}: a verdict of {verdict!r} needs a reason")
-        self.claims[key] = _jsonable(dict(paper=paper, where=where, statement=statement,
-                                          measured=measured, verdict=verdict, scale=scale,
-                                          reason=reason))
+    def set_claims(self, rows: list[dict]):
+        """Store the verdict rows computed by :func:`icl_core.claims.assess` (by claim id)."""
+        for row in rows:
+            self.claims[row["id"]] = _jsonable(row)
         self._write()
-        return verdict
 
     def __setitem__(self, name, value):
         super().__setitem__(name, _jsonable(value))

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -85,28 +86,59 @@ class Result:
     provenance: dict = field(default_factory=dict)
 
     def save(self, folder: str | Path) -> Path:
-        """Write ``result.json`` and ``arrays.npz`` into ``folder`` (created if needed)."""
+        """Write ``result.json`` and ``arrays.npz`` into ``folder`` as one unit: both go to a
+        temporary folder beside it, which then replaces ``folder`` (an interrupted save leaves
+        the previous result whole, never a mixed pair)."""
         folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"out must be a folder, but {folder} is a file")
         meta = {"name": self.name, "scale": self.scale, "config": _jsonable(self.config),
                 "metrics": _jsonable(self.metrics), "provenance": _jsonable(self.provenance),
                 "arrays": sorted(self.arrays)}
         buf = io.BytesIO()
         np.savez_compressed(buf, **{k: np.asarray(v) for k, v in self.arrays.items()})
-        _atomic_write_bytes(folder / "arrays.npz", buf.getvalue())
-        _atomic_write_bytes(folder / "result.json",
-                            (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = folder.with_name(folder.name + ".saving")
+        old = folder.with_name(folder.name + ".replaced")
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+        tmp.mkdir()
+        _atomic_write_bytes(tmp / "arrays.npz", buf.getvalue())
+        _atomic_write_bytes(tmp / "result.json", (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
+        if folder.exists():
+            for extra in folder.iterdir():          # keep anything else the folder held (notes)
+                if extra.name not in ("result.json", "arrays.npz"):
+                    shutil.move(str(extra), str(tmp / extra.name))
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+        if old.exists():
+            shutil.rmtree(old)
         return folder
 
     @classmethod
     def load(cls, folder: str | Path) -> "Result":
-        """Read a result written by :meth:`save`."""
+        """Read a result written by :meth:`save`; a missing or damaged file raises an error
+        naming it."""
         folder = Path(folder)
         if not (folder / "result.json").exists():
             raise FileNotFoundError(f"no result.json in {folder}")
-        meta = json.loads((folder / "result.json").read_text())
+        try:
+            meta = json.loads((folder / "result.json").read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{folder / 'result.json'} is damaged ({err})") from None
         arrays = {}
-        if (folder / "arrays.npz").exists():
-            with np.load(folder / "arrays.npz") as z:
-                arrays = {k: z[k] for k in z.files}
+        if meta.get("arrays"):
+            path = folder / "arrays.npz"
+            if not path.exists():
+                raise ValueError(f"{path} is missing but result.json lists {len(meta['arrays'])} arrays")
+            try:
+                with np.load(path) as z:
+                    arrays = {k: z[k] for k in z.files}
+            except Exception as err:
+                raise ValueError(f"{path} is damaged ({type(err).__name__}: {err})") from None
+            missing = sorted(set(meta["arrays"]) - set(arrays))
+            if missing:
+                raise ValueError(f"{path} lacks arrays listed in result.json: {missing[:5]}")
         return cls(meta["name"], meta["scale"], meta["config"], meta["metrics"], arrays,
                    meta["provenance"])

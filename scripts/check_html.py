@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import re
 import shutil
 import subprocess
@@ -39,7 +40,7 @@ def chromium() -> str:
     if exe:
         return exe
     print("chromium not found: installing Debian's chromium with apt-get ...", flush=True)
-    sudo = [] if hasattr(sys, "getuid") and __import__("os").getuid() == 0 else ["sudo"]
+    sudo = [] if os.geteuid() == 0 or not shutil.which("sudo") else ["sudo"]   # root: no sudo needed
     subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "chromium"], check=False,
                    capture_output=True)
     exe = shutil.which("chromium")

@@ -234,7 +234,7 @@ def test_collins_figure5_generalisation(executed_notebooks):
 
 def test_collins_figure9_low_rank(executed_notebooks):
     r = executed_notebooks["book/collins/experiments"]
-    assert r["fig9_softmax_rho_max"] < 0.1
+    # rho -> 0 is the declared claim collins.fig9 (its threshold lives there, with its gate)
     assert all(x < 0.5 for x in r["fig9_softmax_over_linear_error"])
 
 
@@ -296,12 +296,11 @@ def test_chen_theory_exact_construction(executed_notebooks):
 
 def test_chen_theory_lemmas_and_rates(executed_notebooks):
     r = executed_notebooks["book/chen/theory"]
-    assert abs(r["lemma_d1_slope"] + 0.5) < 0.05
     probs = r["lemma_d2_probs"]
     assert probs[0] < 0.6 and probs[-1] > 0.99 and probs == sorted(probs)
     assert r["bias_inequality_max"] <= 1.0 and r["harmonic_ratio_max"] <= 1.0
     assert r["second_moment_max_abs"] < 0.01
-    assert max(r["ols_formula_rel_err"].values()) < 0.05 and r["ols_expected_at_d"] == "inf"
+    assert r["ols_expected_at_d"] == "inf"                     # the 5% Monte Carlo check: claim chen.ols_risk
     slopes, ratio = r["rate_slopes"], r["rate_ratio_by_n"]
     for k in ("gd", "ridge"):
         assert -1.3 < slopes[k] < -0.9          # sigma^2 d / n
@@ -379,17 +378,36 @@ def test_synthesis_inductive_biases(executed_notebooks):
 
 
 def test_reproduction_report_lists_every_claim(executed_notebooks, tmp_path):
-    from icl_core.records import VERDICTS
+    from icl_core.claims import VERDICTS, all_claims
     page = book.write_report(tmp_path / "reproduction.md").read_text()
     claims = book.collect_claims()
-    chapters = {nb for nb, _, _ in claims}
+    assert {cid for _, cid, _ in claims} == set(all_claims())
     for chapter in ("foundations", "zhang", "collins", "chen", "cheng"):
-        assert {f"{chapter}/theory", f"{chapter}/experiments"} <= chapters, f"{chapter} records no claims"
-    for nb, key, claim in claims:
-        assert f"({nb}:{key}) |" in page, f"{nb}:{key} is recorded but missing from the report"
-        assert claim["verdict"] in VERDICTS
+        for nb in (f"{chapter}/theory", f"{chapter}/experiments"):
+            assert any(n == nb for n, _, _ in claims), f"{nb} declares no claims"
+    for nb, cid, row in claims:
+        assert f"(`{cid}`, {nb})" in page, f"{cid} is declared but missing from the report"
+        assert row["verdict"] in VERDICTS and row["gate"]
     total = page.split("| all |")[1].split("\n")[0]
     assert total.strip().endswith(f"| {len(claims)} |")
+
+
+def test_claims_verdicts_are_recomputed_identically_and_ci_claims_hold(executed_notebooks):
+    """The verdict each notebook stored is what its declaration computes on the recorded values
+    (one threshold, in the library), and every claim declared to hold at ci does."""
+    from icl_core.claims import HOLDS, all_claims, evaluate
+    from icl_core.records import Records
+    claims = all_claims()
+    for src in book.notebooks():
+        path = book.records_path(src)
+        values, rows = Records.read(path), Records.read_claims(path)
+        for cid, row in rows.items():
+            claim = claims[cid]
+            if claim.source is None:
+                again = evaluate(claim, values, row["scale"], row["device"])
+                assert again["verdict"] == row["verdict"] and again["measured"] == row["measured"], cid
+            if claim.ci_holds and row["scale"] == "ci":
+                assert row["verdict"] in HOLDS, f"{cid} must hold at ci: {row['verdict']} ({row['gate']}; {row['measured']})"
 
 
 def test_pipeline_keys_and_cache_copy(executed_notebooks, tmp_path, monkeypatch):

@@ -77,13 +77,52 @@ def test_cli_run_writes_provenance(tmp_path):
     assert prov["seeds"] == {"seed": 4}
 
 
-def test_records_claims(tmp_path):
+def test_records_store_claim_rows(tmp_path):
     from icl_core import Records
     rec = Records(tmp_path / "r.json", notebook="x")
     rec["a"] = 1
-    assert rec.claim("c1", "P", "Fig. 1", "s", "m", "reproduced", "ci") == "reproduced"
-    with pytest.raises(ValueError, match="verdict must be one of"):
-        rec.claim("c2", "P", "Fig. 1", "s", "m", "maybe", "ci")
-    with pytest.raises(ValueError, match="needs a reason"):
-        rec.claim("c3", "P", "Fig. 1", "s", "m", "differs", "ci")
-    assert set(Records.read_claims(tmp_path / "r.json")) == {"c1"} and Records.read(tmp_path / "r.json") == {"a": 1}
+    rec.set_claims([{"id": "p.c1", "verdict": "v", "measured": "m"}])
+    assert set(Records.read_claims(tmp_path / "r.json")) == {"p.c1"} and Records.read(tmp_path / "r.json") == {"a": 1}
+
+
+def test_results_are_saved_as_a_unit_and_damage_is_named(tmp_path):
+    r = Result("x", "ci", {}, {"m": 1.0}, {"a": np.arange(3.0)})
+    r.save(tmp_path / "out")
+    (tmp_path / "out" / "NOTE.md").write_text("provenance note")
+    Result("x", "ci", {}, {"m": 2.0}, {"a": np.arange(4.0)}).save(tmp_path / "out")
+    back = Result.load(tmp_path / "out")
+    assert back.metrics == {"m": 2.0} and len(back.arrays["a"]) == 4
+    assert (tmp_path / "out" / "NOTE.md").exists()                     # a folder's notes survive
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]        # no temporary folder left
+    (tmp_path / "out" / "arrays.npz").unlink()
+    with pytest.raises(ValueError, match="arrays.npz is missing"):
+        Result.load(tmp_path / "out")
+    (tmp_path / "out" / "arrays.npz").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="arrays.npz is damaged"):
+        Result.load(tmp_path / "out")
+    (tmp_path / "out" / "result.json").write_text("{")
+    with pytest.raises(ValueError, match="result.json is damaged"):
+        Result.load(tmp_path / "out")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        Result("x", "ci", {}, {}).save(tmp_path / "file")
+
+
+def test_run_checks_out_before_running_and_never_overwrites_silently(tmp_path, monkeypatch):
+    from icl_core import recipes
+    calls = []
+    monkeypatch.setattr(recipes.RECIPES["foundations.error_vs_context"], "fn",
+                        lambda cfg, dev: calls.append(1) or Result("f", "", cfg, {}, {}))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        run("foundations.error_vs_context", "ci", out=tmp_path / "file")
+    run("foundations.error_vs_context", "ci", out=tmp_path / "r")
+    with pytest.raises(ValueError, match="already holds a result; a run with overrides"):
+        run("foundations.error_vs_context", "paper", out=tmp_path / "r", steps=3)
+    assert len(calls) == 1                                  # refused before any work
+    run("foundations.error_vs_context", "ci", out=tmp_path / "r", overwrite=True)
+    assert len(calls) == 2
+    out = cli("run", "foundations.error_vs_context", "--out", str(tmp_path / "file"))
+    assert out.returncode == 2 and "is a file" in out.stderr and "Traceback" not in out.stderr
+    out = cli("run", "foundations.error_vs_context", "--out", str(tmp_path / "r"), "--set", "steps=3")
+    assert out.returncode == 2 and "--overwrite" in out.stderr

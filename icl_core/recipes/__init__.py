@@ -10,6 +10,7 @@ function and saves the :class:`~icl_core.results.Result` with provenance.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,12 +67,33 @@ def config(name: str, scale: str, **overrides) -> dict:
     return cfg
 
 
+def check_out(out: str | Path, overwrite: bool = False, overrides: dict | None = None) -> Path:
+    """Validate a result folder *before* a run: not a file, writable, and not an existing
+    result unless ``overwrite`` (a run with ``overrides`` never silently replaces a result)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out must be a folder, but {out} is a file")
+    if (out / "result.json").exists() and not overwrite:
+        what = f" with overrides {overrides}" if overrides else ""
+        raise ValueError(f"{out} already holds a result; a run{what} would replace it: choose another "
+                         "--out, or pass --overwrite (overwrite=True) to replace it")
+    probe = out.parent if not out.exists() else out
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK):
+        raise ValueError(f"out {out} is not writable ({probe} does not allow writing)")
+    return out
+
+
 def run(name: str, scale: str = "ci", device=None, out: str | Path | None = None,
-        command: str | None = None, **overrides) -> Result:
+        command: str | None = None, overwrite: bool = False, **overrides) -> Result:
     """Run recipe ``name`` at ``scale`` ("ci", "paper" or one of the recipe's extra scales),
-    optionally saving to ``out``."""
+    optionally saving to ``out`` (checked before the run; an existing result there is only
+    replaced with ``overwrite=True``)."""
     recipe = get_recipe(name)
     cfg = config(name, scale, **overrides)
+    if out is not None:
+        check_out(out, overwrite, overrides)
     dev = pick_device(device)
     sha = git_sha()   # the code this run starts from
     t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from ..results import Result
 from ..tasks import GPTask
 from ..tasks.pool import PoolSampler
 from ..training import train
+from ..claims import Check, Claim, computed, converged, declare, tenths
 from . import register
 
 
@@ -52,10 +53,15 @@ def bayes_loss(cfg, data_kernel, n) -> float:
     return float(((pred - test.y[:, n].double()) ** 2).mean())
 
 
-def _depth_sweep(cfg, kernel, n, activations, depths, device, tag) -> np.ndarray:
-    """Log test losses ``(len(depths), seeds)`` of models with these heads at each depth."""
-    return np.array([np.log(_train_eval(cfg, kernel, n, activations, L, device, tag=tag)[1])
-                     for L in depths])
+def _depth_sweep(cfg, kernel, n, activations, depths, device, tag) -> tuple[np.ndarray, list]:
+    """Log test losses ``(len(depths), seeds)`` of models with these heads at each depth, and
+    the :func:`~icl_core.claims.tenths` of each depth's training loss (the convergence gate)."""
+    logs, tails = [], []
+    for L in depths:
+        _, losses, fit = _train_eval(cfg, kernel, n, activations, L, device, tag=tag)
+        logs.append(np.log(losses))
+        tails.append(tenths(fit.losses))
+    return np.array(logs), tails
 
 
 COMMON_CI = dict(seeds=2, batch_size=256, pool=20, steps=200, lr=0.01, test_prompts=2000, seed=0)
@@ -78,11 +84,13 @@ def figure1_recipe(cfg, device) -> Result:
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array([bayes_loss(cfg, kernel, n) for n in cfg["ns"]])
         for act in cfg["activations"]:
-            logs = []
+            logs, tails = [], []
             for n in cfg["ns"]:
-                _, losses, _ = _train_eval(cfg, kernel, n, [act], cfg["depth"], device, tag=1)
+                _, losses, fit = _train_eval(cfg, kernel, n, [act], cfg["depth"], device, tag=1)
                 logs.append(np.log(losses))
+                tails.append(tenths(fit.losses))
             arrays[f"{kernel}/{act}"] = np.array(logs)          # (n, seeds) natural log
+            metrics[f"{kernel}_{act}_tenths"] = tails
         at = {act: arrays[f"{kernel}/{act}"].mean(1) for act in cfg["activations"]}
         metrics[f"{kernel}_log_loss"] = {act: v.tolist() for act, v in at.items()}
         metrics[f"{kernel}_log_bayes"] = np.log(np.maximum(arrays[f"{kernel}/bayes"], 1e-12)).tolist()
@@ -107,7 +115,7 @@ def figure2_recipe(cfg, device) -> Result:
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, n))
         for act in cfg["activations"]:
-            logs = _depth_sweep(cfg, kernel, n, [act], cfg["depths"], device, tag=2)
+            logs, metrics[f"{kernel}_{act}_tenths"] = _depth_sweep(cfg, kernel, n, [act], cfg["depths"], device, tag=2)
             arrays[f"{kernel}/{act}"] = logs
             metrics[f"{kernel}_{act}_log_loss"] = logs.mean(1).tolist()
         metrics[f"{kernel}_log_bayes"] = float(np.log(arrays[f"{kernel}/bayes"]))
@@ -168,8 +176,84 @@ def figure4_recipe(cfg, device) -> Result:
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, cfg["n"]))
         for name, acts in models.items():
-            logs = _depth_sweep(cfg, kernel, cfg["n"], acts, cfg["depths"], device, tag=4)
+            logs, metrics[f"{kernel}_{name}_tenths"] = _depth_sweep(cfg, kernel, cfg["n"], acts, cfg["depths"],
+                                                                    device, tag=4)
             arrays[f"{kernel}/{name}"] = logs
             metrics[f"{kernel}_{name}_log_loss"] = logs.mean(1).tolist()
         metrics[f"{kernel}_log_bayes"] = float(np.log(arrays[f"{kernel}/bayes"]))
     return Result("cheng.figure4", "", cfg, metrics, arrays)
+
+
+# --- claims ------------------------------------------------------------------------------
+CCS = "Cheng, Chen, Sra (ICML 2024)"
+_SETTING = ("d = 5, Sigma = U^T diag(1, 1, .25, 2.25, 1) U, kernel-GP labels, fresh batches, trained to convergence")
+_CI_BUDGET = "200 steps at batch 256 from a pool of 20 batches (the paper: batch 30,000, 20k steps)"
+
+
+def _ccs(key, notebook, where, quote, test, gate, **kw):
+    return declare(Claim(f"cheng.{key}", f"cheng/{notebook}", CCS, where, quote, test, gate, **kw))
+
+
+def _converged_runs(prefix, frac=0.05):
+    """Gate: every training run recorded under ``values["tenths"]`` whose key starts with
+    ``prefix`` has converged (:func:`~icl_core.claims.converged`)."""
+    def gate(v):
+        return converged("_runs", frac)({"_runs": {f"{k} #{i}": t for i, (k, t) in enumerate(
+            (k, t) for k, ts in v["tenths"].items() if k.startswith(prefix)
+            for t in (ts if np.ndim(ts) == 2 else [ts]))}})
+    return gate
+
+
+_ccs("prop31", "theory", "Prop. 3.1",
+     "a Transformer with these weights implements functional gradient descent in the RKHS of the kernel",
+     lambda v: Check(v["prop31_max_abs"] < 1e-10, f"max error {v['prop31_max_abs']:.1e} over 8 layers"),
+     computed("prop31_max_abs"), ci_holds=True)
+_ccs("prop34", "theory", "Prop. 3.4",
+     "the prediction approaches the Bayes optimal predictor as the number of layers increases (activation matching "
+     "the label kernel)",
+     lambda v: Check(v["prop34_linear_gap_last"] < 1e-3 and v["prop34_exp_gap_last"] < 0.1 * v["prop34_exp_gap_first"],
+                     f"gap to Bayes at the first / last depth: linear {v['prop34_linear_gap_first']:.3f} / "
+                     f"{v['prop34_linear_gap_last']:.1e}, exp {v['prop34_exp_gap_first']:.3f} / {v['prop34_exp_gap_last']:.3f}"),
+     computed("prop34_linear_gap_last", "prop34_exp_gap_last"), ci_holds=True)
+_ccs("thm45_46", "theory", "Thms. 4.5, 4.6",
+     "the stated parameter families are stationary points of the in-context loss",
+     lambda v: Check(max(v["stationary_grad_ratio_A0"], v["stationary_grad_ratio_AaI"]) < 1e-6,
+                     f"gradient / gradient at a random point: "
+                     f"{max(v['stationary_grad_ratio_A0'], v['stationary_grad_ratio_AaI']):.1e}"),
+     computed("stationary_grad_ratio_A0", "stationary_grad_ratio_AaI"), ci_holds=True)
+
+for _k in ("linear", "exp", "relu"):
+    _ccs(f"fig1_{_k}", "experiments", "Fig. 1",
+         "Ignoring h~softmax, the best prediction error is achieved when the attention activation h~ matches "
+         "distribution K",
+         (lambda k: lambda v: Check(v[f"fig1_{k}_best_non_softmax"] == k,
+                                    f"on {k}-kernel data the best non-softmax activation at the largest n is "
+                                    f"{v[f'fig1_{k}_best_non_softmax']}"))(_k),
+         _converged_runs(f"fig1 {_k}_"), setting=_SETTING, reduced={"ci": _CI_BUDGET + "; n in {4, 14}"})
+_ccs("fig1c", "experiments", "Fig. 1c",
+     "for L = 3, h~softmax is more accurate than h~exp on K^exp data for n in {6, 8, 10, 12, 14}",
+     lambda v: Check(bool(v["fig1_exp_softmax_beats_exp_at_n14"]),
+                     f"softmax below exp on exp data at n = 14: {v['fig1_exp_softmax_beats_exp_at_n14']}"),
+     _converged_runs("fig1 exp_"), setting=_SETTING, reduced={"ci": _CI_BUDGET})
+for _k in ("relu", "exp"):
+    _ccs(f"fig2_{_k}", "experiments", "Fig. 2",
+         "From Figures 1(a), 1(b), 2(a), 2(c), 2(d): the best accuracy is obtained when the attention activation h~ "
+         "matches K",
+         (lambda k: lambda v: Check(all(v[f"fig2_{k}_{k}"][i] <= min(v[f"fig2_{k}_{a}"][i] for a in ("relu", "exp"))
+                                        for i in range(len(v[f"fig2_{k}_{k}"]))),
+                                    f"log loss by depth on {k} data: " + "; ".join(
+                                        f"{a} {[round(x, 3) for x in v[f'fig2_{k}_{a}']]}" for a in ("relu", "exp", "softmax"))))(_k),
+         _converged_runs(f"fig2 {_k}_"), setting=_SETTING,
+         reduced={"ci": _CI_BUDGET + "; depths 1, 2, 4 (the paper: 1-8), n = 14 only"})
+_ccs("fig3", "experiments", "Figs. 3, 5, 6",
+     "In all cases, the corresponding matrix appears to be converging to identity, which is the stationary point "
+     "from Theorem 4.5",
+     lambda v: Check(v["fig3_BC_dist_end_max"] < 0.1,
+                     f"largest final dist(Sigma^1/2 B^T C Sigma^1/2, I) {v['fig3_BC_dist_end_max']:.2f} (start about 0.96)"),
+     converged("fig3_dist_tenths", 0.05, "dist(M, I)"), setting=_SETTING, reduced={"ci": "400 steps at batch 256"})
+_ccs("fig4", "experiments", "Fig. 4c",
+     "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
+     lambda v: Check(v["fig4_composite_two_minus_best_single"] < 0,
+                     f"two heads minus the best single head (log loss, composite kernel): "
+                     f"{v['fig4_composite_two_minus_best_single']:.3f}"),
+     _converged_runs("fig4 composite_"), setting=_SETTING, reduced={"ci": _CI_BUDGET + "; depths 1, 3"})

@@ -13,6 +13,7 @@ from ..results import Result
 from ..tasks import LinearRegression
 from ..theory.linear import ols_excess_risk
 from ..training import Curriculum, train
+from ..claims import Check, Claim, computed, converged, declare, tenths
 from . import register
 
 GARG_STANDARD = dict(d_model=256, n_layers=12, n_heads=8)
@@ -57,6 +58,42 @@ def error_vs_context_recipe(cfg: dict, device) -> Result:
     for name, c in curves.items():
         arrays.update({f"{name}/mean": c.mean, f"{name}/lo": c.lo, f"{name}/hi": c.hi})
     metrics = {f"{name}_at_n{k}": c.at(k) for name, c in curves.items() for k in (d, 2 * d)}
-    metrics.update(final_loss=float(np.mean(fit.losses[-100:])), train_wall_s=fit.wall_time_s,
+    metrics.update(final_loss=float(np.mean(fit.losses[-100:])), train_tenths=tenths(fit.losses),
+                   train_wall_s=fit.wall_time_s,
                    n_params=sum(p.numel() for p in model.parameters()))
     return Result("foundations.error_vs_context", "", cfg, metrics, arrays)
+
+
+# --- claims ------------------------------------------------------------------------------
+GARG = "Garg et al. (2022), as Zhang et al. report it"
+OLS_MARGIN = 0.05      # error / d at n = 2d that counts as "very similar" to OLS (which is 0 there)
+_GARG_SETTING = "d = 20, 12-layer width-256 GPT-2, batch 64, Adam 1e-4, 500k steps with curriculum, noiseless"
+_GARG_CI = "d = 5, a 3-layer width-64 transformer, 2,500 steps, no curriculum"
+declare(Claim(
+    "foundations.beats_local", "foundations/experiments", GARG, "Fig. 2",
+    "they showed that transformers can in-context learn ... showing that by training on differently-structured "
+    "data, the transformers learn to implement distinct learning algorithms (here: least squares, not local averaging)",
+    lambda v: Check(v["transformer_at_2d"] < min(v["3-nn_at_2d"], v["averaging_at_2d"]),
+                    f"error/d at n = 2d: transformer {v['transformer_at_2d']:.2f}, 3-NN {v['3-nn_at_2d']:.2f}, "
+                    f"averaging {v['averaging_at_2d']:.2f}"),
+    converged("train_tenths", 0.05), setting=_GARG_SETTING, reduced={"ci": _GARG_CI}, ci_holds=True))
+declare(Claim(
+    "foundations.matches_ols", "foundations/experiments", GARG, "Fig. 2",
+    "when trained on random instances of linear regression, the models' predictions are very similar to those of "
+    "ordinary least squares",
+    lambda v: Check(v["transformer_at_2d"] < OLS_MARGIN,
+                    f"error/d at n = 2d: transformer {v['transformer_at_2d']:.3f} vs OLS {v['ols_at_2d']:.0e} "
+                    f"(margin {OLS_MARGIN})"),
+    converged("train_tenths", 0.05), setting=_GARG_SETTING, reduced={"ci": _GARG_CI}))
+
+declare(Claim(
+    "foundations.ols_risk", "foundations/theory", "classical (the setup's baseline)", "OLS risk",
+    "E risk of OLS = sigma^2 d / (n - d - 1) for n > d + 1 (Gaussian design)",
+    lambda v: Check(v["ols_mc_max_rel_err"] < 0.05, f"Monte Carlo within {100 * v['ols_mc_max_rel_err']:.1f}% of the formula"),
+    computed("ols_mc_max_rel_err"), ci_holds=True))
+declare(Claim(
+    "foundations.bayes", "foundations/theory", "classical (the setup's baseline)", "Bayes risk",
+    "ridge with lambda = sigma^2 / tau^2 is the posterior mean, Bayes-optimal under squared loss; finite at n = d",
+    lambda v: Check(bool(v["bayes_below_ols_all_n"]) and np.isfinite(v["bayes_risk_at_d"]),
+                    f"Bayes risk at n = d: {v['bayes_risk_at_d']:.2f}; below OLS at every n: {v['bayes_below_ols_all_n']}"),
+    computed("bayes_risk_at_d"), ci_holds=True))

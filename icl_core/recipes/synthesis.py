@@ -33,6 +33,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ..claims import Check, Claim, computed, declare
 from ..baselines import functional_gd, gp_posterior_mean, lasso_weights, ols_weights
 from ..models import LSA, KernelTransformer, SoftmaxUnit, Transformer
 from ..prompts import derive_seed
@@ -229,3 +230,19 @@ def compare_recipe(cfg, device) -> Result:
         for k, v in rows.items():
             arrays[f"{family}/{k}"] = np.array(v)
     return Result("synthesis.compare", "", cfg, metrics, arrays)
+
+
+# --- claims (the book's own synthesis, not a paper's) ------------------------------------
+_SYN = "this book's synthesis of the four papers"
+declare(Claim(
+    "synthesis.sparse_winner", "synthesis", _SYN, "table",
+    "Chen et al.'s preprocess-then-optimize mechanism should be the best of the four on sparse tasks",
+    lambda v: Check(bool(v["sparse_best_is_multihead"]),
+                    f"best on sparse tasks at n = {v['synthesis_n_train']}: {v['winner']['sparse']}; pre-GD / ridge "
+                    f"{v['sparse_pregd_over_ridge']:.2f}"),
+    computed("sparse_pregd_over_ridge"), ci_holds=True))
+declare(Claim(
+    "synthesis.lipschitz_winner", "synthesis", _SYN, "table",
+    "Collins et al.'s local smoothing (a softmax unit or kernel stack) should win on Lipschitz tasks",
+    lambda v: Check(bool(v["lipschitz_best_is_local"]), f"best on Lipschitz tasks: {v['winner']['lipschitz']}"),
+    computed("lipschitz_linear_methods_near_1"), ci_holds=True))

@@ -1,0 +1,274 @@
+"""The papers' checkable claims: declared once, their verdicts computed, never typed.
+
+A :class:`Claim` is declared beside the recipe (or closed form) that measures it, in the
+chapter's module under ``icl_core.recipes``. It holds the paper's own words, a **test** (a
+function of the measured values: does the claim hold, and what was measured, in words), an
+**adequacy gate** (a function of the same values: can this run decide the claim at all, e.g.
+has training converged, does the model beat the baseline the claim presupposes, is the effect
+larger than the seed spread), the setting the claim assumes, and per scale the recipe's
+known changes of setting and of budget.
+
+The verdict is computed from one vocabulary (:data:`VERDICTS`):
+
+* ``not run``: a value the test needs was not measured (e.g. no committed result);
+* ``inconclusive``: the gate failed; its computed reason is shown;
+* ``differs``: the gate passed and the test fails (a finding, defended by the numbers);
+* ``reproduced in a modified setting``: holds, with a named change of setting at this scale
+  (noise, covariates, grid, architecture);
+* ``reproduced at reduced scale``: holds, in the paper's setting with a smaller budget;
+* ``reproduced``: holds in the paper's setting (or a declared equivalent) at its budget.
+
+A notebook computes its numbers into a :class:`~icl_core.records.Records` and ends with
+``assess(rec, "<chapter>/<notebook>", scale)``, which evaluates every claim declared for that
+notebook, stores the rows in the records (for the tests and the generated report) and shows
+them as a table. Tests and report read the same declarations: one threshold per claim.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+VERDICTS = ("reproduced", "reproduced at reduced scale", "reproduced in a modified setting",
+            "inconclusive", "differs", "not run")
+HOLDS = VERDICTS[:3]      # the verdicts in which the claim holds
+
+
+@dataclass(frozen=True)
+class Check:
+    """A test's outcome: whether the claim holds and what was measured, in words."""
+    holds: bool
+    measured: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    """An adequacy gate's outcome: whether this run can decide the claim, and why (numbers)."""
+    ok: bool
+    reason: str
+
+
+@dataclass
+class Claim:
+    """One checkable claim of a paper (see the module docstring).
+
+    Args:
+        id: ``"<chapter>.<key>"``, unique in the book (e.g. ``"zhang.fig1_spike"``).
+        notebook: the notebook that measures it (``"zhang/experiments"``).
+        paper: short citation; where: figure, theorem or section.
+        quote: the paper's own words (short).
+        test: ``values -> Check``.
+        gate: ``values -> Gate`` (see the gate builders below).
+        setting: the setting the claim assumes (the paper's).
+        deviations: ``scale -> change of setting`` at that scale ("" or absent: none).
+        reduced: ``scale -> budget`` where smaller than the paper's ("" or absent: the paper's).
+        source: None (the notebook's own run, at its scale) or the name of a committed
+            result (``"collins.figure1/paper"``) whose scale and device label the verdict.
+        ci_holds: the ci run must reach a verdict in which the claim holds (tests fail
+            otherwise); False: the ci run may be inconclusive or differ (its short budget).
+    """
+    id: str
+    notebook: str
+    paper: str
+    where: str
+    quote: str
+    test: Callable[[dict], Check]
+    gate: Callable[[dict], Gate]
+    setting: str = ""
+    deviations: dict = field(default_factory=dict)
+    reduced: dict = field(default_factory=dict)
+    source: str | None = None
+    ci_holds: bool = False
+
+
+CLAIMS: dict[str, Claim] = {}
+
+
+def declare(claim: Claim) -> Claim:
+    """Register ``claim`` (ids are unique)."""
+    if claim.id in CLAIMS and CLAIMS[claim.id] is not claim:
+        raise ValueError(f"claim id {claim.id!r} is declared twice")
+    CLAIMS[claim.id] = claim
+    return claim
+
+
+def all_claims() -> dict[str, Claim]:
+    """Every declared claim (importing the chapters' modules)."""
+    from .recipes import _load_all
+    _load_all()
+    return CLAIMS
+
+
+def claims_of(notebook: str) -> list[Claim]:
+    return [c for c in all_claims().values() if c.notebook == notebook]
+
+
+def evaluate(claim: Claim, values: dict, scale: str, device: str = "") -> dict:
+    """The verdict row of ``claim`` on the measured ``values`` at ``scale``."""
+    row = dict(id=claim.id, paper=claim.paper, where=claim.where, quote=claim.quote,
+               setting=claim.setting, scale=scale, device=device,
+               deviation=claim.deviations.get(scale, ""), budget=claim.reduced.get(scale, ""))
+    try:
+        gate = claim.gate(values)
+        check = claim.test(values)
+    except KeyError as missing:
+        row.update(verdict="not run", measured="-", gate=f"not measured: {missing.args[0]}")
+        return row
+    row.update(measured=check.measured, gate=("passed: " if gate.ok else "failed: ") + gate.reason)
+    if not gate.ok:
+        row["verdict"] = "inconclusive"
+    elif not check.holds:
+        row["verdict"] = "differs"
+    elif row["deviation"]:
+        row["verdict"] = "reproduced in a modified setting"
+    elif row["budget"]:
+        row["verdict"] = "reproduced at reduced scale"
+    else:
+        row["verdict"] = "reproduced"
+    return row
+
+
+def assess(rec, notebook: str, scale: str, device: str = "", results: dict | None = None,
+           show: bool = True) -> list[dict]:
+    """Evaluate every claim declared for ``notebook`` on the values of ``rec`` (a
+    :class:`~icl_core.records.Records`), store the rows in ``rec`` and show them as a table.
+
+    ``results``: committed results by name (``"collins.figure1/paper" -> Result`` or None);
+    a claim with that ``source`` takes its scale and device from the result's provenance and is
+    *not run* when the result is None."""
+    rows = []
+    for claim in claims_of(notebook):
+        if claim.source is not None:
+            res = (results or {}).get(claim.source)
+            if res is None:
+                row = evaluate(claim, {}, claim.source.rpartition("/")[2])
+                row["gate"] = f"no committed result {claim.source}"
+                rows.append(row)
+                continue
+            row = evaluate(claim, rec, res.scale, res.provenance.get("device", ""))
+        else:
+            row = evaluate(claim, rec, scale, device)
+        rows.append(row)
+    rec.set_claims(rows)
+    if show:
+        display_rows(rows)
+    return rows
+
+
+def display_rows(rows: list[dict]):
+    """Show claim rows as a Markdown table in a notebook (plain text elsewhere)."""
+    text = table(rows)
+    try:
+        from IPython.display import Markdown, display
+        display(Markdown(text))
+    except ImportError:   # pragma: no cover
+        print(text)
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows: list[dict]) -> str:
+    """A Markdown table: claim, what the paper says, what we measured, gate, verdict."""
+    lines = ["| claim | the paper says | we measured | can this run decide it? | verdict |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        label = f"{r['where']} (`{r['id']}`)"
+        scale = r["scale"] + (f", {r['device']}" if r["device"] else "")
+        extra = "".join(f"; {k}: {r[k]}" for k in ("deviation", "budget") if r.get(k))
+        lines.append(f"| {_cell(label)} | {_cell(r['quote'])} | {_cell(r['measured'])} | "
+                     f"{_cell(r['gate'])} | **{_cell(r['verdict'])}** ({_cell(scale + extra)}) |")
+    return "\n".join(lines)
+
+
+# --- gates ------------------------------------------------------------------------------
+def _num(values, key):
+    v = values[key]
+    return float(np.max(np.abs(np.asarray(v, dtype=float)))) if np.ndim(v) else float(v)
+
+
+def _numbers(value) -> list[float]:
+    """Every number in a value (nested dicts and lists walked; strings and booleans skipped)."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers(v)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    if isinstance(value, (bool, str)) or value is None:
+        return []
+    return [float(value)]
+
+
+def computed(*keys: str, what: str = "closed-form computation") -> Callable[[dict], Gate]:
+    """For checks with nothing to converge (closed forms, exact identities; or, with ``what``
+    saying so, a measured value whose run records no training curve): the values exist and
+    are finite."""
+    def gate(values):
+        bad = [k for k in keys if not all(math.isfinite(x) for x in _numbers(values[k]))]
+        return Gate(not bad, f"{what}; values finite" if not bad else f"non-finite values: {bad}")
+    return gate
+
+
+def sampling_error(key: str, limit: float, what: str = "Monte Carlo standard error") -> Callable[[dict], Gate]:
+    """The sampling error recorded under ``key`` is below ``limit`` (the test's margin)."""
+    def gate(values):
+        err = _num(values, key)
+        return Gate(err < limit, f"{what} {err:.3g} {'<' if err < limit else '>='} {limit:g}")
+    return gate
+
+
+def tenths(losses) -> list[float]:
+    """``[mean of the 9th tenth, mean of the last tenth]`` of a training-loss curve (one run
+    ``(steps,)`` or runs ``(K, steps)``, averaged over runs): what :func:`converged` reads."""
+    a = np.asarray(losses, dtype=float)
+    a = a.reshape(-1, a.shape[-1]).mean(0)
+    n = max(len(a) // 10, 1)
+    return [float(a[-2 * n:-n].mean()) if len(a) >= 2 * n else float("nan"), float(a[-n:].mean())]
+
+
+def converged(key: str, frac: float = 0.05, what: str = "training loss") -> Callable[[dict], Gate]:
+    """Training has converged: ``what`` (the training loss, or a traced quantity such as
+    ||M||) changed by less than ``frac`` (relative, either direction) over the last tenth of
+    training. ``values[key]``: :func:`tenths` of the curve (or a dict of them, one per run or
+    group: all must pass)."""
+    def gate(values):
+        v = values[key]
+        items = v.items() if isinstance(v, dict) else [("", v)]
+        worst = []
+        for name, (prev, last) in items:
+            change = abs(prev - last) / abs(last) if last and math.isfinite(prev) else float("inf")
+            worst.append((change, name))
+        change, name = max(worst)
+        where = f" ({name})" if name else ""
+        ok = change < frac
+        return Gate(ok, f"{what} changed {100 * change:.1f}%{where} over the last tenth of training "
+                        f"({'<' if ok else '>='} {100 * frac:g}%{'' if ok else ': not converged'})")
+    return gate
+
+
+def beats(model_key: str, baseline_key: str, what: str, margin: float = 0.0) -> Callable[[dict], Gate]:
+    """The trained model's error is below the baseline the claim presupposes."""
+    def gate(values):
+        m, b = _num(values, model_key), _num(values, baseline_key)
+        ok = m < b * (1 - margin)
+        return Gate(ok, f"model {m:.3g} {'<' if ok else '>='} {what} {b:.3g}")
+    return gate
+
+
+def exceeds_spread(effect_key: str, spread_key: str, factor: float = 1.0) -> Callable[[dict], Gate]:
+    """The effect the claim is about is larger than ``factor`` times the seed spread."""
+    def gate(values):
+        e, s = abs(_num(values, effect_key)), _num(values, spread_key)
+        ok = e > factor * s
+        return Gate(ok, f"effect {e:.3g} {'>' if ok else '<='} {factor:g} x seed spread {s:.3g}")
+    return gate
+
+
+def all_of(*gates: Callable[[dict], Gate]) -> Callable[[dict], Gate]:
+    """Every gate passes; the reason lists each one's."""
+    def gate(values):
+        outs = [g(values) for g in gates]
+        return Gate(all(o.ok for o in outs), "; ".join(o.reason for o in outs))
+    return gate
