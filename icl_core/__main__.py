@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                                                (argv if argv is not None else sys.argv[1:]))
 
     if args.cmd == "continue":
-        from .long_runs import LONG_RUNS, continue_run, default_folder, get_long_run
+        from .long_runs import LONG_RUNS, continue_run, default_folder
         try:
             if args.long_run is None:
                 from .recipes import _load_all

@@ -26,6 +26,10 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from .models import Transformer
+from .prompts import derive_seed
+from .results import Result
+from .tasks import SparseLinearRegression
 from .validation import check_int
 
 
@@ -189,3 +193,107 @@ def p_probing(features: torch.Tensor, y: torch.Tensor, steps: int, lrs, noise_st
         curves.append(np.where(np.isfinite(c), c, np.inf))
     curves = np.array(curves)
     return curves, best_curve(curves)
+
+
+# --- Chen et al.'s trained encoders: building, loading, evaluating, analysing ----------------
+def model_name(h: int, L: int, noise_std: float, pruned: bool = False, seed: int = 0) -> str:
+    """Key of a trained model in a ``chen.train`` result, e.g. ``"h4_L4_s0.1"``
+    (``"h4_L4_s0.1_seed1"`` for another seed, ``..._pruned`` after pruning)."""
+    return f"h{h}_L{L}_s{noise_std:g}" + (f"_seed{seed}" if seed else "") + ("_pruned" if pruned else "")
+
+
+def build_encoder(cfg, h, L):
+    if cfg.get("decoder"):   # Appendix G: GPT-2-like decoder on Garg et al.'s interleaved tokens
+        return Transformer(cfg["d"], d_model=cfg["d_model"], n_layers=L, n_heads=h, norm="pre",
+                           layout="interleaved")
+    return Transformer(cfg["d"], d_model=cfg["d_model"], n_layers=L, n_heads=h, norm="post",
+                       layout="stacked")
+
+
+def eval_prompts(cfg, noise_std, n_context=10, n_queries=1, n_prompts=None, tag=0):
+    """The shared evaluation prompts (same seed for every model)."""
+    task = SparseLinearRegression(cfg["d"], cfg["s"], noise_std)
+    return task.sample(n_prompts or cfg["eval_prompts"], n_context + n_queries, n_context=n_context,
+                       seed=derive_seed(cfg["seed"], 777, tag, int(round(1000 * noise_std))))
+
+
+def query_risk(model, prompt):
+    """Excess risk at the query: its mean squared error minus the noise variance."""
+    return query_error(model, prompt) - prompt.noise_std ** 2
+
+
+def load_models(result: Result) -> dict:
+    """``name -> Transformer`` (eval mode, CPU) rebuilt from a ``chen.train`` result."""
+    cfg, models = result.config, {}
+    for name in result.metrics["models"]:
+        h, L = (int(part[1:]) for part in name.split("_")[:2])
+        model = build_encoder(cfg, h, L)
+        prefix = f"model/{name}/"
+        state = {k[len(prefix):]: torch.from_numpy(np.asarray(v)) for k, v in result.arrays.items()
+                 if k.startswith(prefix)}
+        model.load_state_dict(state)
+        models[name] = model.eval()
+    return models
+
+
+def icl_curve(model, cfg, noise_std, ns, n_prompts=2048) -> np.ndarray:
+    """The model's excess risk at one query after n examples, for each n (Fig. 1b / 3: the
+    models are trained at n = 12 only, other n test length generalisation)."""
+    return np.array([query_risk(model, eval_prompts(cfg, noise_std, n, 1, n_prompts, tag=1))
+                     for n in ns])
+
+
+def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
+                    n_prompts: int = 8192, pprobe_prompts: int = 1024, pprobe_steps: int = 100,
+                    seed: int = 0) -> dict:
+    """Every trained-model analysis of Chen et al. on the ``h``-head, ``L``-layer model, its
+    pruned version and the 1-head model of the same depth (all at ``noise_std``).
+
+    Returns a dict with ``delta`` / ``weights`` (head assessment, Fig. 1c / 4, n = 10, one
+    query, ``n_prompts`` prompts), ``probes`` (per-layer ridge probes, Fig. 1d / 5-8: name ->
+    ``(L + 1,)``), ``pprobe`` (Fig. 2b: name -> best curve over ``pprobe_steps`` GD steps,
+    for the 1- and h-head models, raw x and the ideal Algorithm 1) and ``pprobe_lr``."""
+    from .theory.chen import LRS, preprocess
+    multi = models[model_name(h, L, noise_std, seed=seed)]
+    single = models[model_name(1, L, noise_std, seed=seed)]
+    pruned = models.get(model_name(h, L, noise_std, pruned=True, seed=seed))
+    test = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=2)
+    probe_train = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=3)
+    out = {}
+    out["delta"], out["base"] = head_importance(multi, test)
+    out["weights"] = head_weights(out["delta"])
+    out["probes"] = {}
+    for name, m in (("h=%d" % h, multi), ("pruned h=%d" % h, pruned), ("h=1", single)):
+        if m is not None:
+            out["probes"][name] = layer_probes(m, probe_train, test)
+    long = eval_prompts(cfg, noise_std, 117, 11, pprobe_prompts, tag=4)
+    y_q = long.y[:, 117:]
+    features = {"h=1": first_block_query_features(single, long),
+                "h=%d" % h: first_block_query_features(multi, long),
+                "raw x": long.x[:, 117:].double(),
+                "Algorithm 1 (ideal)": preprocess(long.x.double(), long.y.double(), 117)[:, 117:]}
+    out["pprobe"], out["pprobe_lr"] = {}, {}
+    for name, f in features.items():
+        curves, best = p_probing(f, y_q, pprobe_steps, LRS, noise_std)
+        out["pprobe"][name], out["pprobe_lr"][name] = curves[best], LRS[best]
+    return out
+
+
+def load_committed(results_dir) -> tuple[dict, dict, str, list]:
+    """The committed trained models: ``results/chen.train/paper`` if it exists, else every
+    ``results/chen.train/mid*`` folder merged. Returns ``(models, config, scale, results)``;
+    ``models`` is empty when nothing is committed; ``config`` is the first result's with
+    ``heads``, ``layers`` and ``seeds`` merged over all of them."""
+    from pathlib import Path
+    root = Path(results_dir) / "chen.train"
+    folders = [root / "paper"] if (root / "paper" / "result.json").exists() else \
+        sorted(f for f in root.glob("mid*") if (f / "result.json").exists())
+    models, results = {}, [Result.load(f) for f in folders]
+    for r in results:
+        models.update(load_models(r))
+    cfg = dict(results[0].config) if results else {}
+    if results:   # the merged folders differ in their head counts, depths and seeds only
+        cfg["heads"] = sorted({h for r in results for h in r.config["heads"]})
+        cfg["layers"] = sorted({L for r in results for L in r.config["layers"]})
+        cfg["seeds"] = sorted({r.config["seed"] for r in results})
+    return models, cfg, (results[0].scale if results else ""), results

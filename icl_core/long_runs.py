@@ -31,7 +31,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,8 @@ import torch
 
 from .devices import device_name, pick_device
 from .results import git_sha, provenance
-from .training import load_checkpoint, train
+from .checkpoints import load_checkpoint
+from .training import train
 
 FORMAT = 1
 

@@ -6,7 +6,7 @@
 * **ensembles**: pass a list of K models of the same shape (and optionally K samplers and
   K seeds) and they train together in one call: the loss computed for all runs at once (one
   call of a run-batched model on parameters stacked with ``torch.func.stack_module_state``;
-  ``vmap`` of any other model on an accelerator, on CPU each model in turn: see ``_Runs``),
+  ``vmap`` of any other model on an accelerator, on CPU each model in turn: see :class:`icl_core.ensembles.Runs`),
   one Adam over all the runs' parameters. Adam is elementwise and the runs' losses are
   summed, so each run follows exactly the trajectory it would follow alone (to float
   tolerance), on its own data;
@@ -25,19 +25,18 @@
 """
 from __future__ import annotations
 
-import copy
-import math
 import os
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .checkpoints import atomic_save, fingerprint, fingerprint_mismatch, load_checkpoint
 from .devices import pick_device
+from .ensembles import LossLog, Runs
 from .prompts import Streams
 from .validation import check_float, check_int
 
@@ -95,206 +94,6 @@ def progress_enabled() -> bool:
     if os.environ.get("CI") or os.environ.get("ICL_CORE_PROGRESS", "1") == "0":
         return False
     return sys.stderr.isatty() or "ipykernel" in sys.modules
-
-
-def _atomic_save(obj, path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-class _Runs:
-    """The K runs of one ``train`` call: their parameters and a batched loss.
-
-    * ``"single"``: K = 1, the model called directly;
-    * ``"stacked"``: K > 1 models declaring ``supports_runs`` (their forward accepts parameters
-      and inputs with a leading run dimension, e.g. :class:`~icl_core.models.SoftmaxUnit`):
-      one copy of the model holds the parameters stacked by ``torch.func.stack_module_state``
-      and is called once on ``(K, B, ...)`` inputs;
-    * ``"vmap"``: other models, parameters stacked, the loss ``vmap`` of a functional call
-      (the default on accelerators, where a small model's step is launch-bound);
-    * ``"separate"``: other models on CPU by default, where ``vmap`` measured 1.4-1.5x slower
-      than training the runs one after another (``benchmarks/``): each model keeps its own
-      parameters and does its forward and backward in turn (activations stay in cache), and
-      one optimizer steps them all. Checkpoints store the parameters stacked in every mode."""
-
-    def __init__(self, models: list[torch.nn.Module], device, compile: bool = False,
-                 use_vmap: bool | None = None):
-        self.models = [m.to(device) for m in models]
-        self.K = len(models)
-        self.stacked = None
-        if self.K == 1:
-            self.mode = "single"
-            self.params = dict(self.models[0].named_parameters())
-            self.call = torch.compile(self.models[0]) if compile else self.models[0]
-            return
-        if compile:
-            raise ValueError("compile=True is only supported for a single model, not an ensemble")
-        from torch.func import functional_call, stack_module_state, vmap
-        first = self.models[0]
-        for k, m in enumerate(self.models[1:], 1):
-            if type(m) is not type(first) or [p.shape for p in m.parameters()] != \
-                    [p.shape for p in first.parameters()] or \
-                    describe(m).get("config") != describe(first).get("config"):
-                # the config too: e.g. transformers with 1 and 4 heads have equal shapes, but
-                # a batched call would run every model with model 0's head count
-                raise ValueError(f"models must all have the same class, config and shapes to "
-                                 f"train as an ensemble; model {k} differs from model 0")
-        if getattr(type(first), "supports_runs", False):
-            self.mode = "stacked"
-            self.params, _ = stack_module_state(self.models)
-            self.stacked = copy.deepcopy(first)
-            for name, value in self.params.items():
-                owner, _, leaf = name.rpartition(".")
-                mod = self.stacked.get_submodule(owner) if owner else self.stacked
-                mod._parameters[leaf] = value if isinstance(value, torch.nn.Parameter) \
-                    else torch.nn.Parameter(value)
-            self.params = dict(self.stacked.named_parameters())
-            return
-        if use_vmap is None:
-            use_vmap = torch.device(device).type != "cpu"
-        if not use_vmap:
-            self.mode = "separate"
-            self.names = [name for name, _ in first.named_parameters()]
-            self.params = {f"{k}.{name}": p for k, m in enumerate(self.models)
-                           for name, p in m.named_parameters()}
-            return
-        self.mode = "vmap"
-        self.params, self.buffers = stack_module_state(self.models)
-        base = copy.deepcopy(first).to("meta")
-
-        def one_run(params, buffers, x, y, n_context):
-            pred = functional_call(base, (params, buffers), (x, y, n_context))
-            return ((pred - base.target_of(y, n_context)) ** 2).mean()
-        self._losses = vmap(one_run, in_dims=(0, 0, 0, 0, None))
-
-    def loss(self, x: torch.Tensor, y: torch.Tensor, n_context: int):
-        """``x (K, B, T, d), y (K, B, T)`` -> ``(total, values)``: ``total`` the scalar whose
-        :meth:`backward` gives each run the gradient of its own mean squared error, and
-        ``values`` those K errors ``(K,)``, detached (stacked mode: the prediction errors
-        ``(K, ...)``, whose mean square per run is that error; :class:`_LossLog` takes both).
-        Call with the gradients zeroed: the separate mode accumulates each run's gradients
-        here already (``total`` is None)."""
-        mse = torch.nn.functional.mse_loss
-        if self.mode == "single":
-            m = self.models[0]
-            try:
-                pred = self.call(x[0], y[0], n_context)
-            except Exception as err:  # torch.compile failed (no compiler, unsupported op...)
-                if self.call is m:
-                    raise
-                warnings.warn(f"torch.compile failed ({type(err).__name__}: {err}); "
-                              "continuing without it")
-                self.call = m
-                pred = m(x[0], y[0], n_context)
-            total = mse(pred, m.target_of(y[0], n_context))
-            return total, total.detach().reshape(1)
-        if self.mode == "stacked":
-            pred, target = self.stacked(x, y, n_context), self.stacked.target_of(y, n_context)
-            # every run has the same number of targets: the sum of the runs' means is K times
-            # the mean over all of them; the factor K enters as the seed of the backward pass
-            # (see backward), one autograd node instead of five
-            total = mse(pred, target)
-            return total, pred.detach() - target     # errors: squared and averaged by _LossLog
-        if self.mode == "separate":
-            values = []
-            for m, xk, yk in zip(self.models, x, y):
-                loss = mse(m(xk, yk, n_context), m.target_of(yk, n_context))
-                loss.backward()
-                values.append(loss.detach())
-            return None, torch.stack(values)
-        values = self._losses(self.params, self.buffers, x, y, n_context)
-        return values.sum(), values.detach()
-
-    def backward(self, total: torch.Tensor | None):
-        """Gradients of the sum of the runs' losses from ``loss``'s ``total``."""
-        if self.mode == "stacked":
-            total.backward(torch.full_like(total, float(self.K)))
-        elif total is not None:
-            total.backward()
-
-    def clip(self, max_norm: float):
-        """Clip each run's global gradient norm to ``max_norm`` (runs never mix)."""
-        if self.mode == "separate":    # per model, the leading dimension is not a run's
-            groups = [(1, [p.grad for p in m.parameters() if p.grad is not None])
-                      for m in self.models]
-        else:
-            groups = [(self.K, [p.grad for p in self.params.values() if p.grad is not None])]
-        for lead, grads in groups:
-            if not grads:
-                continue
-            sq = sum(g.reshape(lead, -1).pow(2).sum(1) for g in grads)       # (lead,)
-            coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-            for g in grads:
-                g.mul_(coef.view(-1, *[1] * (g.dim() - 1)) if lead > 1 else coef[0])
-
-    def state(self) -> dict:
-        """The parameters, stacked over the runs for an ensemble (the same in every mode)."""
-        if self.mode == "separate":
-            return {n: torch.stack([m.get_parameter(n).detach() for m in self.models]).clone()
-                    for n in self.names}
-        return {k: v.detach().clone() for k, v in self.params.items()}
-
-    def load(self, state: dict):
-        with torch.no_grad():
-            if self.mode == "separate":
-                for k, m in enumerate(self.models):
-                    for n in self.names:
-                        m.get_parameter(n).copy_(state[n][k])
-                return
-            for k, v in self.params.items():
-                v.copy_(state[k])
-
-    def write_back(self):
-        """Copy the stacked parameters into the K models (a no-op unless stacked)."""
-        if self.mode not in ("stacked", "vmap"):
-            return
-        with torch.no_grad():
-            for k, m in enumerate(self.models):
-                for name, p in m.named_parameters():
-                    p.copy_(self.params[name][k])
-
-
-class _LossLog:
-    """The runs' per-step losses, kept on the device and checked every ``every`` steps: one
-    host-device synchronisation per check instead of one per step (and, for run-batched
-    models, one reduction over many steps' errors instead of one per step)."""
-
-    def __init__(self, K: int, losses: list, every: int = 100):
-        self.K, self.losses, self.every = K, losses, every
-        self.pending, self.first = [], 0
-
-    def add(self, step: int, item: torch.Tensor):
-        """``item``: the K losses ``(K,)``, or the K runs' errors ``(K, ...)``."""
-        if not self.pending:
-            self.first = step
-        self.pending.append(item)
-
-    def due(self) -> bool:
-        return len(self.pending) >= self.every
-
-    def flush(self):
-        """Move the pending losses to ``losses``; returns ``(step, run, value)`` of the first
-        non-finite one (the losses before it are kept), or None."""
-        if not self.pending:
-            return None
-        rows, group = [], [self.pending[0]]
-        for item in self.pending[1:] + [None]:        # consecutive items of one shape at once
-            if item is not None and item.shape == group[0].shape:
-                group.append(item)
-                continue
-            g = torch.stack(group)                     # (S, K) or (S, K, ...)
-            rows.append(g if g.dim() == 2 else g.reshape(len(group), self.K, -1).pow(2).mean(-1))
-            group = [item]
-        values = torch.cat(rows).tolist()
-        first, self.pending = self.first, []
-        for i, row in enumerate(values):
-            bad = [k for k, v in enumerate(row) if not math.isfinite(v)]
-            if bad:
-                return first + i, bad[0], row[bad[0]]
-            self.losses.append(row)
-        return None
 
 
 class _Prompts:
@@ -390,59 +189,6 @@ def _adam(params, lr, weight_decay):
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-
-
-def describe(obj, depth: int = 0):
-    """A JSON-able description of a model or sampler for checkpoint fingerprints: its class
-    and its public scalar settings; tensors by shape and a hash of their values; nested
-    samplers described in turn (lists, e.g. a pool's pre-drawn batches, are left out: they
-    follow from the settings)."""
-    import hashlib
-    out = {"class": type(obj).__name__}
-    config = getattr(obj, "config", None)
-    if isinstance(config, dict):
-        out["config"] = {k: v for k, v in config.items()     # init_*: replaced by the checkpoint
-                         if isinstance(v, (bool, int, float, str, type(None))) and not k.startswith("init")}
-    if isinstance(obj, torch.nn.Module):
-        out["shapes"] = [list(p.shape) for p in obj.parameters()]
-        return out
-    for key, value in sorted(vars(obj).items()):
-        if key.startswith("_"):
-            continue
-        if isinstance(value, (bool, int, float, str, type(None))):
-            out[key] = value
-        elif isinstance(value, torch.Tensor):
-            data = value.detach().cpu().contiguous()
-            out[key] = f"tensor{list(data.shape)}:" + hashlib.sha1(
-                data.numpy().tobytes() if data.dtype != torch.bfloat16 else
-                data.float().numpy().tobytes()).hexdigest()[:12]
-        elif depth < 2 and hasattr(value, "sample_x"):
-            out[key] = describe(value, depth + 1)
-    return out
-
-
-def _fingerprint(models, samplers, seeds, **settings) -> dict:
-    """Everything that shapes a run's trajectory, as a flat dict of JSON-able values."""
-    fp = {"model": describe(models[0]), "n_runs": len(models), "seeds": list(seeds)}
-    fp["samplers"] = [describe(s) for s in samplers]
-    fp.update(settings)
-    return fp
-
-
-def _fingerprint_mismatch(saved: dict, now: dict) -> list[str]:
-    """Keys present in both fingerprints whose values differ."""
-    return sorted(k for k in set(saved) & set(now) if saved[k] != now[k])
-
-
-def load_checkpoint(path: str | Path, map_location=None) -> dict:
-    """Read a checkpoint written by :func:`train` with ``torch.load(weights_only=True)``
-    (tensors, numbers, strings and containers only: no code runs); a damaged or foreign file
-    raises ``ValueError`` naming it."""
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:   # EOFError, UnpicklingError, RuntimeError (zip), ...
-        raise ValueError(f"cannot read the checkpoint {path} ({type(err).__name__}: {err}); "
-                         "delete it or pass resume=False to start over") from None
 
 
 def _as_list(value, K: int, name: str) -> list:
@@ -569,13 +315,13 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                 raise ValueError(f"vmap={vmap} but the checkpoint ({ckpt}) was written with "
                                  f"vmap={not vmap}, whose optimizer state it holds: pass "
                                  f"vmap={not vmap} (same numbers) or resume=False")
-    runs = _Runs(models, dev, compile=compile, use_vmap=vmap)
+    runs = Runs(models, dev, compile=compile, use_vmap=vmap)
     opt = _adam(list(runs.params.values()), lr, weight_decay)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay) if lr_decay else None
     streams = [Streams.from_seed(s) for s in seeds]
     prompts = _Prompts(samplers, streams, batch_size, prefetch, n_points, n_queries, curriculum,
                        dev, keep_states=ckpt is not None)
-    fingerprint = _fingerprint(models, samplers, seeds, batch_size=batch_size, lr=lr,
+    fp = fingerprint(models, samplers, seeds, batch_size=batch_size, lr=lr,
                                lr_decay=lr_decay, grad_clip=grad_clip, weight_decay=weight_decay,
                                n_points=n_points, n_queries=n_queries, prefetch=prefetch,
                                curriculum=None if curriculum is None else
@@ -591,9 +337,9 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                              f"prefetch={state.get('prefetch', 1)} ({ckpt}): the data would "
                              "differ; pass the checkpoint's value or resume=False")
         if "fingerprint" in state:
-            differ = _fingerprint_mismatch(state["fingerprint"], fingerprint)
+            differ = fingerprint_mismatch(state["fingerprint"], fp)
             if differ:
-                detail = "; ".join(f"{k}: checkpoint {state['fingerprint'][k]!r}, now {fingerprint[k]!r}"
+                detail = "; ".join(f"{k}: checkpoint {state['fingerprint'][k]!r}, now {fp[k]!r}"
                                    for k in differ if k not in ("samplers", "model"))
                 raise ValueError(f"the checkpoint {ckpt} was written by a run with other "
                                  f"{', '.join(differ)} ({detail or 'see the model and samplers'}); "
@@ -614,7 +360,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             raise ValueError(f"the checkpoint's random streams ({ckpt}) do not match its step; "
                              "was it written by another version of icl_core?")
 
-    log = _LossLog(K, losses)
+    log = LossLog(K, losses)
 
     def check(step_now):
         """Check the pending losses; a non-finite one raises (before any later checkpoint)."""
@@ -635,11 +381,11 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     def save(step):
         check(step)
         stream_step, stream_states = prompts.state(step)
-        _atomic_save({"params": runs.state(), "optimizer": opt.state_dict(),
+        atomic_save({"params": runs.state(), "optimizer": opt.state_dict(),
                       "scheduler": sched.state_dict() if sched is not None else None,
                       "streams": stream_states, "stream_step": stream_step,
                       "prefetch": prefetch, "mode": runs.mode, "step": step,
-                      "losses": losses, "seeds": seeds, "fingerprint": fingerprint,
+                      "losses": losses, "seeds": seeds, "fingerprint": fp,
                       "model_config": getattr(models[0], "config", None)}, ckpt)
         return str(ckpt)
 

@@ -275,7 +275,7 @@ class PreGDExplorer:
 
     def curves(self):
         """``(steps, {method: curve}, ridge_risk)``."""
-        from .recipes.chen import LRS, step_grid
+        from .theory.chen import LRS, step_grid
         from .tasks import SparseLinearRegression
         from .theory.chen import excess_risk, ridge_weights, tuned_curves
         s = min(self.s, self.d)
@@ -318,14 +318,14 @@ class MechanismExplorer:
     """The synthesis chapter's explorer: one prompt of a task family with ``n`` examples, and
     the prediction of each mechanism's constructed counterpart (and the references) at 24
     query points, against the true labels (sorted). Counterparts are tuned for this family and
-    n on separate prompts (:class:`icl_core.recipes.synthesis.Counterparts`)."""
+    n on separate prompts (:class:`icl_core.theory.synthesis.Counterparts`)."""
 
     def __init__(self, family: str = "sparse", n: int = 10, d: int = 8, seed: int = 0):
         self.family, self.n, self.d, self.seed = family, n, d, seed
 
     def figure(self):
         from .plotting import use_style
-        from .recipes.synthesis import MECHANISMS, Counterparts, reference_predictions
+        from .theory.synthesis import MECHANISMS, Counterparts, reference_predictions
         use_style()
         cp = Counterparts(self.family, self.d, self.n, n_train=20, tune_prompts=200, seed=self.seed)
         p = cp.task.sample(1, self.n + 24, n_context=self.n, seed=self.seed + 1000)
@@ -349,7 +349,7 @@ class MechanismExplorer:
     def widget(self):
         """A dropdown for the family and a slider for n."""
         import ipywidgets as W
-        from .recipes.synthesis import FAMILIES
+        from .theory.synthesis import FAMILIES
         controls = {"family": W.Dropdown(options=list(FAMILIES), value=self.family, description="family"),
                     "n": W.IntSlider(value=self.n, min=2, max=60, description="n")}
         return _live(self, controls, [["family", "n"]])

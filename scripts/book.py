@@ -346,10 +346,16 @@ def main(argv=None) -> int:
     ap.add_argument("cmd", choices=["execute", "build", "sync", "check-sync", "list", "seed-cache",
                                     "report"])
     ap.add_argument("--force", action="store_true")
-    ap.add_argument("--scale", default="ci", choices=["ci", "paper"])
+    ap.add_argument("--scale", default="ci",
+                    help="ci (default), paper, or any extra scale a recipe declares (e.g. mid)")
     ap.add_argument("--only", nargs="*", help="notebooks to execute, e.g. book/foundations/theory")
     args = ap.parse_args(argv)
     if args.cmd == "execute":
+        sys.path.insert(0, str(ROOT))
+        from icl_core.recipes import all_scales
+        if args.scale not in all_scales():
+            raise SystemExit(f"--scale must be one of {all_scales()} (the scales the recipes declare), "
+                             f"got {args.scale!r}")
         execute(args.force, args.scale, only=args.only)
         return 0
     if args.cmd == "build":

@@ -8,7 +8,10 @@ For every page of ``_build/html`` listed in the table of contents:
   answered 200, with a non-empty PNG;
 * widget pages show their static fallback: a page that displays a widget has a cell tagged
   ``widget-fallback`` whose figure loaded (the live widget needs a kernel);
-* a screenshot is saved to ``_build/screenshots/<page>.png``.
+* no table is wider than its column at a desktop (1280 px) or a phone (390 px) width
+  (measured in the page by a probe script the local server appends);
+* a screenshot of the whole page (its measured height) is saved to
+  ``_build/screenshots/<page>.png``.
 
 Chromium is Debian's ``chromium``, installed with apt when missing. It runs with no network
 besides the local server (``--disable-background-networking`` and friends).
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -53,6 +57,26 @@ def chromium() -> str:
     return exe
 
 
+# Measures, once the page has laid out, every table of the article that is wider than its
+# column (text clipped behind a scrollbar) and the page's full height (for whole-page shots).
+PROBE = b"""<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const main = document.querySelector("main") || document.body;
+  const width = main.getBoundingClientRect().width;
+  const wide = [...main.querySelectorAll("table")].map((t, i) => {
+    const box = t.parentElement.getBoundingClientRect();
+    return [i, Math.round(t.scrollWidth - Math.min(box.width, width))];
+  }).filter(([i, over]) => over > 2);
+  const out = document.createElement("div");
+  out.id = "icl-probe";
+  out.setAttribute("data-overflow", JSON.stringify(wide));
+  out.setAttribute("data-height", String(document.documentElement.scrollHeight));
+  document.body.appendChild(out);
+}, 500));
+</script>"""
+WIDTHS = {"desktop": 1280, "phone": 390}
+
+
 class Server:
     """A local static server over _build/html that logs (path, status) of every request."""
 
@@ -63,6 +87,18 @@ class Server:
         class Handler(http.server.SimpleHTTPRequestHandler):
             def log_request(self, code="-", size="-"):
                 log.append((self.path.split("?")[0], int(code) if str(code).isdigit() else 0))
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                if "probe=1" not in self.path or not path.endswith(".html"):
+                    return super().do_GET()
+                # the page with the layout probe (PROBE) appended: the dumped DOM carries its result
+                body = (root / path.lstrip("/")).read_bytes().replace(b"</body>", PROBE + b"</body>")
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def log_message(self, *args):
                 pass
@@ -121,17 +157,32 @@ def check_page(exe: str, server: Server, page: Path) -> list[str]:
         common = [exe, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000"]
         dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True,
                              timeout=180).stdout
+    requests = dict(server.log[start:])
+    layout_problems, height = [], 9000
+    for name, width in WIDTHS.items():
+        with tempfile.TemporaryDirectory() as profile:
+            probed = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
+                                     f"--window-size={width},900", "--dump-dom", url + "?probe=1"],
+                                    capture_output=True, text=True, timeout=180).stdout
+        found = re.search(r'id="icl-probe" data-overflow="([^"]*)" data-height="(\d+)"', probed)
+        if not found:
+            layout_problems.append(f"{url_path}: the layout probe did not run at {name} width ({width} px)")
+            continue
+        for i, over in json.loads(found.group(1).replace("&quot;", '"')):
+            layout_problems.append(f"{url_path}: table {i} overflows its column by {over} px at {name} "
+                                   f"width ({width} px)")
+        if name == "desktop":
+            height = min(int(found.group(2)) + 100, 60000)
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.relative_to(HTML).with_suffix("").as_posix().replace("/", "__") + ".png")
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
-                        "--window-size=1280,9000", f"--screenshot={shot}", url],
+                        f"--window-size=1280,{height}", f"--screenshot={shot}", url],
                        capture_output=True, timeout=180)
-    requests = dict(server.log[start:])
     p = Page()
     p.feed(dom)
     text = "".join(p.text)
-    problems = []
+    problems = list(layout_problems)
     if not dom.strip():
         return [f"{url_path}: Chromium returned an empty DOM"]
     expected = source_math_blocks(page)
@@ -161,7 +212,8 @@ def check_page(exe: str, server: Server, page: Path) -> list[str]:
     if not shot.exists() or shot.stat().st_size < 1000:
         problems.append(f"{url_path}: no screenshot")
     print(f"  {url_path:45s} math {p.mjx:3d}/{expected:<3d} images {len(p.imgs):2d}  "
-          f"screenshot {shot.relative_to(ROOT)}")
+          f"tables fit at {'/'.join(f'{w}' for w in WIDTHS.values())} px: {not layout_problems}  "
+          f"screenshot {shot.relative_to(ROOT)} ({height} px)")
     return problems
 
 

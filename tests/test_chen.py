@@ -10,7 +10,7 @@ from icl_core.head_analysis import (dominance, entropy, head_importance, head_we
                                     sort_and_average)
 from icl_core.models import MultiHeadLinearTransformer, Transformer
 from icl_core.recipes import run
-from icl_core.recipes.chen import load_models
+from icl_core.head_analysis import load_models
 from icl_core.results import Result
 from icl_core.tasks import SparseLinearRegression
 from icl_core.theory import chen as T

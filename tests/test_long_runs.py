@@ -8,7 +8,7 @@ import torch
 from icl_core import LinearRegression, Transformer, train
 from icl_core.__main__ import main
 from icl_core.long_runs import continue_run, expand_compact, export_compact, load_models, load_state, get_long_run
-from icl_core.training import load_checkpoint
+from icl_core.checkpoints import load_checkpoint
 
 TINY = dict(d_model=16, steps=20, eval_prompts=64, lasso_iters=20, lasso_alphas=[0.01],
             ridge_lams=[0.1], noise_stds=[0.0, 0.1], prefetch=5)
@@ -99,7 +99,7 @@ def test_cli_continue(tmp_path, capsys):
 
 def test_committed_paper_pieces_load_and_match_their_record():
     """The committed GPU pieces: the recorded risk is reproduced on CPU from the weights."""
-    from icl_core.recipes.chen import _query_risk, eval_prompts
+    from icl_core.head_analysis import eval_prompts, query_risk
     run = get_long_run("chen.train.paper-h4-L4")
     state = load_state("results/chen.train/paper-h4-L4")
     if state is None:
@@ -107,5 +107,5 @@ def test_committed_paper_pieces_load_and_match_their_record():
     model = load_models(run, "results/chen.train/paper-h4-L4")["h4_L4_s0.1"]
     recorded = state["progress"]["pieces"][-1]["metrics"]["h4_L4_s0.1/risk_n10"]
     cfg = dict(run.config, eval_prompts=1024)
-    risk = _query_risk(model, eval_prompts(cfg, 0.1))
+    risk = query_risk(model, eval_prompts(cfg, 0.1))
     assert abs(risk - recorded) < 0.15 * recorded     # 1024 of the 8192 prompts, CPU vs GPU

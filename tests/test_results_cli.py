@@ -126,3 +126,16 @@ def test_run_checks_out_before_running_and_never_overwrites_silently(tmp_path, m
     assert out.returncode == 2 and "is a file" in out.stderr and "Traceback" not in out.stderr
     out = cli("run", "foundations.error_vs_context", "--out", str(tmp_path / "r"), "--set", "steps=3")
     assert out.returncode == 2 and "--overwrite" in out.stderr
+
+
+def test_page_settings_and_scales_live_in_the_recipes():
+    from icl_core.recipes import all_scales, page_config
+    assert page_config("zhang/theory", "ci")["mc"] < page_config("zhang/theory", "paper")["mc"]
+    assert {"ci", "paper", "mid"} <= set(all_scales()) and all_scales()[:2] == ["ci", "paper"]
+    with pytest.raises(ValueError, match="notebook must be one of"):
+        page_config("nope/theory", "ci")
+    with pytest.raises(ValueError, match="scale must be one of"):
+        page_config("zhang/theory", "huge")
+    out = subprocess.run([sys.executable, "scripts/book.py", "execute", "--scale", "huge"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "--scale must be one of" in out.stderr

@@ -42,6 +42,31 @@ def register(name: str, ci: dict, paper: dict, description: str, **more_scales: 
     return wrap
 
 
+PAGES: dict[str, dict] = {}
+
+
+def register_page(notebook: str, **scales: dict):
+    """The settings a notebook computes with directly (Monte Carlo sizes, prompt counts), per
+    scale, declared beside the chapter's recipes so that every scale lives in ``icl_core``."""
+    PAGES[notebook] = scales
+
+
+def page_config(notebook: str, scale: str) -> dict:
+    """The settings of ``notebook`` (``"zhang/theory"``) at ``scale``."""
+    _load_all()
+    if notebook not in PAGES:
+        raise ValueError(f"notebook must be one of {sorted(PAGES)}, got {notebook!r}")
+    check_choice("scale", scale, set(PAGES[notebook]))
+    return dict(PAGES[notebook][scale])
+
+
+def all_scales() -> list[str]:
+    """Every scale a recipe or page declares ("ci", "paper", "mid", ...)."""
+    _load_all()
+    found = {s for r in RECIPES.values() for s in r.configs} | {s for p in PAGES.values() for s in p}
+    return sorted(found, key=lambda s: (s not in SCALES, SCALES.index(s) if s in SCALES else 0, s))
+
+
 def get_recipe(name: str) -> Recipe:
     _load_all()
     if name not in RECIPES:

@@ -14,36 +14,17 @@ import time
 import numpy as np
 import torch
 
-from ..head_analysis import head_importance, head_weights, prune_to_top_heads, query_error
+from ..head_analysis import (analyse_trained, build_encoder, eval_prompts, head_importance,  # noqa: F401
+                             head_weights, icl_curve, load_committed, load_models, model_name,
+                             prune_to_top_heads, query_risk)
 from ..claims import Check, Claim, Gate, computed, declare
+from ..theory.chen import LRS, step_grid  # noqa: F401  (the paper's grids, used below)
 from ..long_runs import LongRun, register_long_run
-from ..models import Transformer
 from ..prompts import derive_seed
 from ..results import Result
 from ..tasks import SparseLinearRegression
 from ..training import train
-from . import register
-
-
-def model_name(h: int, L: int, noise_std: float, pruned: bool = False, seed: int = 0) -> str:
-    """Key of a trained model in a ``chen.train`` result, e.g. ``"h4_L4_s0.1"``
-    (``"h4_L4_s0.1_seed1"`` for another seed, ``..._pruned`` after pruning)."""
-    return f"h{h}_L{L}_s{noise_std:g}" + (f"_seed{seed}" if seed else "") + ("_pruned" if pruned else "")
-
-
-def _build(cfg, h, L):
-    if cfg.get("decoder"):   # Appendix G: GPT-2-like decoder on Garg et al.'s interleaved tokens
-        return Transformer(cfg["d"], d_model=cfg["d_model"], n_layers=L, n_heads=h, norm="pre",
-                           layout="interleaved")
-    return Transformer(cfg["d"], d_model=cfg["d_model"], n_layers=L, n_heads=h, norm="post",
-                       layout="stacked")
-
-
-def eval_prompts(cfg, noise_std, n_context=10, n_queries=1, n_prompts=None, tag=0):
-    """The shared evaluation prompts (same seed for every model)."""
-    task = SparseLinearRegression(cfg["d"], cfg["s"], noise_std)
-    return task.sample(n_prompts or cfg["eval_prompts"], n_context + n_queries, n_context=n_context,
-                       seed=derive_seed(cfg["seed"], 777, tag, int(round(1000 * noise_std))))
+from . import register, register_page
 
 
 def _block_means(losses, block: int = 100) -> np.ndarray:
@@ -60,10 +41,6 @@ def _store(arrays, name, model):
 
 def _checkpoint(cfg, name):
     return None if not cfg["checkpoint_dir"] else f"{cfg['checkpoint_dir']}/{name}.pt"
-
-
-def _query_risk(model, prompt):
-    return query_error(model, prompt) - prompt.noise_std ** 2
 
 
 @register(
@@ -107,7 +84,7 @@ def train_recipe(cfg, device) -> Result:
             models = []
             for _ in sigmas:             # the same initialisation for every noise level
                 torch.manual_seed(derive_seed(cfg["seed"], h, L))
-                models.append(_build(cfg, h, L))
+                models.append(build_encoder(cfg, h, L))
             t0 = time.perf_counter()
             fit = train(models, tasks, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
                         lr_decay=decay, seed=[derive_seed(cfg["seed"], 1, int(1000 * s)) for s in sigmas],
@@ -119,7 +96,7 @@ def train_recipe(cfg, device) -> Result:
             models = [m.cpu().eval() for m in models]
             for k, (name, model) in enumerate(zip(run_names, models)):
                 metrics[f"{name}/train_s"] = seconds
-                metrics[f"{name}/risk_n10"] = _query_risk(model, tests[k])
+                metrics[f"{name}/risk_n10"] = query_risk(model, tests[k])
                 arrays[f"loss/{name}"] = _block_means(losses[k])
                 names.append(name)
                 _store(arrays, name, model)
@@ -129,7 +106,7 @@ def train_recipe(cfg, device) -> Result:
             for k, (pname, model) in enumerate(zip(pruned_names, models)):
                 delta, _ = head_importance(model, tests[k])
                 metrics[f"{pname}/kept_heads"] = prune_to_top_heads(model, head_weights(delta))
-                metrics[f"{pname}/risk_before_finetune"] = _query_risk(model, tests[k])
+                metrics[f"{pname}/risk_before_finetune"] = query_risk(model, tests[k])
                 model.train()
             fit = train(models, tasks, cfg["prune_steps"], batch_size=cfg["batch_size"],
                         lr=cfg["prune_lr"], seed=[derive_seed(cfg["seed"], 2, int(1000 * s)) for s in sigmas],
@@ -139,7 +116,7 @@ def train_recipe(cfg, device) -> Result:
             losses = np.atleast_2d(fit.losses)
             models = [m.cpu().eval() for m in models]
             for k, (pname, model) in enumerate(zip(pruned_names, models)):
-                metrics[f"{pname}/risk_n10"] = _query_risk(model, tests[k])
+                metrics[f"{pname}/risk_n10"] = query_risk(model, tests[k])
                 arrays[f"loss/{pname}"] = _block_means(losses[k])
                 names.append(pname)
                 _store(arrays, pname, model)
@@ -167,28 +144,6 @@ def decoder_recipe(cfg, device) -> Result:
     result = train_recipe(cfg, device)
     result.name = "chen.decoder"
     return result
-
-
-def load_models(result: Result) -> dict:
-    """``name -> Transformer`` (eval mode, CPU) rebuilt from a ``chen.train`` result."""
-    cfg, models = result.config, {}
-    for name in result.metrics["models"]:
-        h, L = (int(part[1:]) for part in name.split("_")[:2])
-        model = _build(cfg, h, L)
-        prefix = f"model/{name}/"
-        state = {k[len(prefix):]: torch.from_numpy(np.asarray(v)) for k, v in result.arrays.items()
-                 if k.startswith(prefix)}
-        model.load_state_dict(state)
-        models[name] = model.eval()
-    return models
-
-
-LRS = [10.0 ** -k for k in range(7)]   # the paper's step-size grid 1, 0.1, ..., 1e-6
-
-
-def step_grid(max_steps: int, points: int = 40) -> np.ndarray:
-    """Step counts 0 and a log grid up to ``max_steps`` (the x-axis of Fig. 2c)."""
-    return np.unique(np.r_[0, np.round(np.logspace(0, np.log10(max_steps), points)).astype(int)])
 
 
 def _gd_vs_pregd(cfg, s, noise_std, tag, correlation=0.0):
@@ -308,70 +263,6 @@ def baselines_recipe(cfg, device) -> Result:
     return Result("chen.baselines", "", cfg, metrics, arrays)
 
 
-def icl_curve(model, cfg, noise_std, ns, n_prompts=2048) -> np.ndarray:
-    """The model's excess risk at one query after n examples, for each n (Fig. 1b / 3: the
-    models are trained at n = 12 only, other n test length generalisation)."""
-    return np.array([_query_risk(model, eval_prompts(cfg, noise_std, n, 1, n_prompts, tag=1))
-                     for n in ns])
-
-
-def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
-                    n_prompts: int = 8192, pprobe_prompts: int = 1024, pprobe_steps: int = 100,
-                    seed: int = 0) -> dict:
-    """Every trained-model analysis of Chen et al. on the ``h``-head, ``L``-layer model, its
-    pruned version and the 1-head model of the same depth (all at ``noise_std``).
-
-    Returns a dict with ``delta`` / ``weights`` (head assessment, Fig. 1c / 4, n = 10, one
-    query, ``n_prompts`` prompts), ``probes`` (per-layer ridge probes, Fig. 1d / 5-8: name ->
-    ``(L + 1,)``), ``pprobe`` (Fig. 2b: name -> best curve over ``pprobe_steps`` GD steps,
-    for the 1- and h-head models, raw x and the ideal Algorithm 1) and ``pprobe_lr``."""
-    from ..head_analysis import first_block_query_features, layer_probes, p_probing
-    from ..theory.chen import preprocess
-    multi = models[model_name(h, L, noise_std, seed=seed)]
-    single = models[model_name(1, L, noise_std, seed=seed)]
-    pruned = models.get(model_name(h, L, noise_std, pruned=True, seed=seed))
-    test = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=2)
-    probe_train = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=3)
-    out = {}
-    out["delta"], out["base"] = head_importance(multi, test)
-    out["weights"] = head_weights(out["delta"])
-    out["probes"] = {}
-    for name, m in (("h=%d" % h, multi), ("pruned h=%d" % h, pruned), ("h=1", single)):
-        if m is not None:
-            out["probes"][name] = layer_probes(m, probe_train, test)
-    long = eval_prompts(cfg, noise_std, 117, 11, pprobe_prompts, tag=4)
-    y_q = long.y[:, 117:]
-    features = {"h=1": first_block_query_features(single, long),
-                "h=%d" % h: first_block_query_features(multi, long),
-                "raw x": long.x[:, 117:].double(),
-                "Algorithm 1 (ideal)": preprocess(long.x.double(), long.y.double(), 117)[:, 117:]}
-    out["pprobe"], out["pprobe_lr"] = {}, {}
-    for name, f in features.items():
-        curves, best = p_probing(f, y_q, pprobe_steps, LRS, noise_std)
-        out["pprobe"][name], out["pprobe_lr"][name] = curves[best], LRS[best]
-    return out
-
-
-def load_committed(results_dir) -> tuple[dict, dict, str, list]:
-    """The committed trained models: ``results/chen.train/paper`` if it exists, else every
-    ``results/chen.train/mid*`` folder merged. Returns ``(models, config, scale, results)``;
-    ``models`` is empty when nothing is committed; ``config`` is the first result's with
-    ``heads``, ``layers`` and ``seeds`` merged over all of them."""
-    from pathlib import Path
-    root = Path(results_dir) / "chen.train"
-    folders = [root / "paper"] if (root / "paper" / "result.json").exists() else \
-        sorted(f for f in root.glob("mid*") if (f / "result.json").exists())
-    models, results = {}, [Result.load(f) for f in folders]
-    for r in results:
-        models.update(load_models(r))
-    cfg = dict(results[0].config) if results else {}
-    if results:   # the merged folders differ in their head counts, depths and seeds only
-        cfg["heads"] = sorted({h for r in results for h in r.config["heads"]})
-        cfg["layers"] = sorted({L for r in results for L in r.config["layers"]})
-        cfg["seeds"] = sorted({r.config["seed"] for r in results})
-    return models, cfg, (results[0].scale if results else ""), results
-
-
 # --- paper-scale encoders trained in pieces (icl_core.long_runs) ----------------------------
 PAPER_PIECES = dict(d=16, s=4, d_model=256, L=4, noise_stds=[0.1], steps=320000, batch_size=64,
                     lr=1e-4, n_context=12, n_queries=4, prefetch=100, eval_prompts=8192,
@@ -384,7 +275,7 @@ def _piece_build(h):
         models, tasks = [], []
         for s in cfg["noise_stds"]:      # the same initialisation for every noise level
             torch.manual_seed(derive_seed(cfg["seed"], h, cfg["L"]))
-            models.append(_build(cfg, h, cfg["L"]))
+            models.append(build_encoder(cfg, h, cfg["L"]))
             tasks.append(SparseLinearRegression(cfg["d"], cfg["s"], s))
         kwargs = dict(batch_size=cfg["batch_size"], lr=cfg["lr"], n_points=cfg["n_context"] + cfg["n_queries"],
                       n_queries=cfg["n_queries"], prefetch=cfg["prefetch"],
@@ -411,7 +302,7 @@ def _piece_evaluate(h):
         out = {}
         for model, s in zip(models, cfg["noise_stds"]):
             name = model_name(h, cfg["L"], s, seed=cfg["seed"])
-            out[f"{name}/risk_n10"] = _query_risk(model, eval_prompts(cfg, s))
+            out[f"{name}/risk_n10"] = query_risk(model, eval_prompts(cfg, s))
             for k, v in baseline_risks(cfg, s).items():
                 out[f"{name}/{k}_n10"] = v
         return out
@@ -594,3 +485,9 @@ _czz("fig1b_paper", "experiments", "Fig. 1b",
      _pieces_gate, setting=_TRAINED_SETTING, source="chen.train/paper-L4",
      deviations={"paper": "one seed, sigma = 0.1 only, L = 4, h in {1, 4}; Adam's first moment restarts at each "
                           "GPU piece (compact checkpoints)"})
+
+register_page("chen/theory", ci=dict(tasks=4000), paper=dict(tasks=40000))
+# prompts for the trained-model analyses (the committed models are analysed at every scale)
+register_page("chen/experiments", ci=dict(curve_prompts=1024, analysis_prompts=4096),
+              mid=dict(curve_prompts=4096, analysis_prompts=8192),
+              paper=dict(curve_prompts=4096, analysis_prompts=8192))

@@ -18,7 +18,7 @@ from ..tasks import GPTask
 from ..tasks.pool import PoolSampler
 from ..training import train
 from ..claims import Check, Claim, computed, converged, declare, tenths
-from . import register
+from . import register, register_page
 
 
 def dist_to_identity(M: torch.Tensor) -> float:
@@ -257,3 +257,5 @@ _ccs("fig4", "experiments", "Fig. 4c",
                      f"two heads minus the best single head (log loss, composite kernel): "
                      f"{v['fig4_composite_two_minus_best_single']:.3f}"),
      _converged_runs("fig4 composite_"), setting=_SETTING, reduced={"ci": _CI_BUDGET + "; depths 1, 3"})
+
+register_page("cheng/theory", ci=dict(prompts=2000), paper=dict(prompts=20000))   # prompts per check

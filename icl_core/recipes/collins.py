@@ -17,7 +17,7 @@ from ..tasks import LipschitzTask, LowRankTask
 from ..theory import collins as C
 from ..training import train
 from ..claims import Check, Claim, Gate, computed, converged, declare
-from . import register
+from . import register, register_page
 
 
 def test_error(model, sampler, n: int, n_tasks: int, seed: int, n_queries: int = 1) -> float:
@@ -457,3 +457,5 @@ _col("fig9_error_paper", "experiments", "Fig. 9",
      lambda v: Check(all(r < 1 for r in v["paper_fig9_softmax_over_linear_error"]),
                      "softmax / linear test error: " + ", ".join(f"{r:.3f}" for r in v["paper_fig9_softmax_over_linear_error"])),
      converged("paper_fig9_error_tenths", 0.05, "test error"), source="collins.figure9/paper")
+
+register_page("collins/theory", ci=dict(tasks=1500), paper=dict(tasks=10000))    # tasks per window estimate

@@ -14,7 +14,7 @@ from ..tasks import LinearRegression
 from ..theory.linear import ols_excess_risk
 from ..training import Curriculum, train
 from ..claims import Check, Claim, computed, converged, declare, tenths
-from . import register
+from . import register, register_page
 
 GARG_STANDARD = dict(d_model=256, n_layers=12, n_heads=8)
 
@@ -97,3 +97,5 @@ declare(Claim(
     lambda v: Check(bool(v["bayes_below_ols_all_n"]) and np.isfinite(v["bayes_risk_at_d"]),
                     f"Bayes risk at n = d: {v['bayes_risk_at_d']:.2f}; below OLS at every n: {v['bayes_below_ols_all_n']}"),
     computed("bayes_risk_at_d"), ci_holds=True))
+
+register_page("foundations/theory", ci=dict(prompts=40_000), paper=dict(prompts=400_000))   # Monte Carlo prompts

@@ -16,7 +16,7 @@ from ..tasks import LinearRegression
 from ..theory import zhang as Z
 from ..training import train
 from ..claims import Check, Claim, Gate, all_of, computed, converged, declare, sampling_error, tenths
-from . import register
+from . import register, register_page
 
 ANISO = [0.5, 0.8, 1.0, 1.5, 2.2]   # the spec's anisotropic Lambda for d = 5
 
@@ -442,3 +442,5 @@ _zfb("fig1_spike", "experiments", "Fig. 1",
                      f"error at M = 2N above M = N in {sum(sum(v['fig1_spikes'].values(), []))} of "
                      f"{len(sum(v['fig1_spikes'].values(), []))} panel-curves"),
      _spike_gate, setting=_FIG1_SETTING, deviations={"ci": _FIG1_CI})
+
+register_page("zhang/theory", ci=dict(mc=200_000), paper=dict(mc=2_000_000))   # prompts per Monte Carlo check

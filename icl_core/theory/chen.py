@@ -266,3 +266,11 @@ def correlation_lemmas(d: int, s: int, ns, n_tasks: int, noise_std: float,
         dev.append(float((r - w).abs().max(1).values.mean()))
         prob.append(float(((r.abs() >= w.abs() / 2) | ~S).all(1).double().mean()))
     return np.array(dev), np.array(prob)
+
+
+LRS = [10.0 ** -k for k in range(7)]   # the paper's step-size grid 1, 0.1, ..., 1e-6
+
+
+def step_grid(max_steps: int, points: int = 40) -> np.ndarray:
+    """Step counts 0 and a log grid up to ``max_steps`` (the x-axis of Fig. 2c)."""
+    return np.unique(np.r_[0, np.round(np.logspace(0, np.log10(max_steps), points)).astype(int)])
