@@ -22,6 +22,10 @@ def _check(x_ctx, y_ctx, x_q):
                          f"{tuple(x_ctx.shape)}, {tuple(y_ctx.shape)}, {tuple(x_q.shape)}")
     if x_ctx.shape[-1] != x_q.shape[-1]:
         raise ValueError(f"x_ctx has d={x_ctx.shape[-1]} but x_q has d={x_q.shape[-1]}")
+    for name, t in (("x_ctx", x_ctx), ("y_ctx", y_ctx), ("x_q", x_q)):
+        if not torch.isfinite(t).all():
+            raise ValueError(f"{name} must be finite; it holds {int((~torch.isfinite(t)).sum())} NaN or "
+                             "infinite values")
 
 
 def _linear_predict(w, x_q):

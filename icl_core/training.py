@@ -299,6 +299,9 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     for m, s in zip(models, samplers):
         if getattr(m, "d", s.d) != s.d:
             raise ValueError(f"the sampler has d={s.d} but the model was built for d={m.d}")
+        if curriculum is not None and curriculum.dims[1] > s.d:
+            raise ValueError(f"curriculum dims end at {curriculum.dims[1]}, above the sampler's d={s.d}: "
+                             f"the curriculum's dimensions must be <= {s.d}")
     dev = pick_device(device)
     ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
     state = None

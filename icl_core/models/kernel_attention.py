@@ -82,6 +82,7 @@ class KernelTransformer(InContextModel):
     def forward(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> torch.Tensor:
         """``x (B, T, d), y (B, T)`` -> ``(B, T - n_context)``: ``y_hat = -[Z_L]_{d+1, query}``."""
         # x: (B, T, d); y: (B, T); every query is a destination, never a source
+        check_int("n_context", n_context, minimum=1, maximum=x.shape[-2] - 1)
         for Y in self.layers(x, y, n_context):
             pass
         return -Y[:, n_context:]

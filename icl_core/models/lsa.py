@@ -79,7 +79,7 @@ class LSA(InContextModel):
         """``x (B, T, d), y (B, T)`` -> ``(B, T - n_context)``: each query predicted from the
         ``n_context`` labelled tokens and itself, rho = n_context."""
         # context tokens z_i = (x_i, y_i): (B, N, d+1); query tokens (x_q, 0): (B, q, d+1)
-        n = n_context
+        n = check_int("n_context", n_context, minimum=1, maximum=x.shape[-2] - 1)
         W_KQ, W_PV = self.matrices
         W_KQ, W_PV = W_KQ.to(x.dtype), W_PV.to(x.dtype)
         z = torch.cat([x[:, :n], y[:, :n].unsqueeze(-1)], dim=-1)

@@ -59,6 +59,7 @@ class SoftmaxUnit(InContextModel):
         # x: (..., B, T, d) with ... = () or (K,); context x[..., :n, :], queries x[..., n:, :].
         # Written as explicit bmm over flattened prompts: no broadcasting, so the backward pass
         # has no reductions over broadcast dimensions (the step of a unit is overhead-bound).
+        check_int("n_context", n_context, minimum=1, maximum=x.shape[-2] - 1)
         lead, d = x.shape[:-2], x.shape[-1]
         N, n, q = lead.numel(), n_context, x.shape[-2] - n_context        # N: prompts in all
         M = self.M                                                     # (d, d) or (K, d, d)

@@ -88,8 +88,32 @@ def config(name: str, scale: str, **overrides) -> dict:
     if unknown:
         raise ValueError(f"unknown config keys {sorted(unknown)} for recipe {name!r}; "
                          f"allowed: {sorted(cfg)}")
+    for key, value in overrides.items():
+        check_override(key, value, cfg[key])
     cfg.update(overrides)
     return cfg
+
+
+def check_override(key: str, value, default):
+    """An override must have the kind of value its default has (an integer for an integer,
+    a number for a number, a non-empty list for a non-empty list, a non-negative number where
+    the default is positive); ``ValueError`` naming the key otherwise."""
+    import numbers
+    kind = None
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, numbers.Integral):
+        ok, kind = isinstance(value, numbers.Integral) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, numbers.Real):
+        ok, kind = isinstance(value, numbers.Real) and not isinstance(value, bool), "a number"
+    elif isinstance(default, (list, tuple)):
+        ok, kind = isinstance(value, (list, tuple)) and (len(value) > 0 or not default), "a non-empty list"
+    else:
+        ok = True
+    if not ok:
+        raise ValueError(f"{key} must be {kind} (like its default {default!r}), got {value!r}")
+    if kind in ("an integer", "a number") and default > 0 and value < 0:
+        raise ValueError(f"{key} must be >= 0 (its default is {default!r}), got {value!r}")
 
 
 def check_out(out: str | Path, overwrite: bool = False, overrides: dict | None = None) -> Path:

@@ -33,7 +33,7 @@ def M_stats(models) -> list[list[float]]:
     """``[||M||_2, tr(M)/d]`` for each unit (the paper plots the spectral norm; the trace is
     less inflated by noise in individual directions)."""
     out = []
-    for m in models:
+    for m in [models] if isinstance(models, torch.nn.Module) else models:   # one unit or a list
         M = m.M.detach().double()
         out.append([float(torch.linalg.matrix_norm(M, 2)), float(torch.trace(M) / m.d)])
     return out

@@ -47,7 +47,10 @@ class LinearRegression(TaskSampler):
             if cov.shape != (self.d, self.d):
                 raise ValueError(f"cov must have shape (d, d) = ({self.d}, {self.d}), "
                                  f"got {tuple(cov.shape)}")
-            evals, evecs = torch.linalg.eigh((cov + cov.T) / 2)
+            if not torch.allclose(cov, cov.T, rtol=1e-6, atol=1e-10):
+                raise ValueError("cov must be symmetric (a covariance matrix); got one with "
+                                 f"max |cov - cov^T| = {(cov - cov.T).abs().max().item():.3g}")
+            evals, evecs = torch.linalg.eigh(cov)
             if evals.min() <= 0:
                 raise ValueError("cov must be positive definite "
                                  f"(smallest eigenvalue {evals.min().item():.3g})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..prompts import Streams
+from ..validation import check_int
 from .base import TaskSampler
 
 
@@ -20,6 +21,9 @@ class PoolSampler(TaskSampler):
     def __init__(self, base: TaskSampler, batch_size: int, n_points: int, n_batches: int = 20,
                  seed: int = 0):
         super().__init__(base.d, base.noise_std)
+        n_batches = check_int("n_batches", n_batches, minimum=1)
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+        n_points = check_int("n_points", n_points, minimum=1)
         self.base, self.batch_size, self.n_points = base, batch_size, n_points
         self.pool = [base.sample(batch_size, n_points, seed=seed * 100_003 + k)
                      for k in range(n_batches)]

@@ -168,6 +168,7 @@ def averaged_error(M: int, N: int, Lam) -> float:
 
 def corollary6_bound(M: int, N: int, Lam) -> float:
     """Corollary 6: error <= (d+1) tr(Lambda)/M + (1 + 2d + d^2 kappa) tr(Lambda) / N^2."""
+    M, N = check_int("M", M, minimum=1), check_int("N", N, minimum=1)
     Lam = _lam(Lam)
     ev = np.linalg.eigvalsh(Lam)
     d, t = len(Lam), float(np.trace(Lam))
