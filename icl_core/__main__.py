@@ -25,6 +25,30 @@ def _overrides(items) -> dict:
     return overrides
 
 
+def _plot(folder: str, out: str | None) -> int:
+    import matplotlib
+    matplotlib.use("Agg")
+    from .figures import figure_for
+    from .plotting import result_label, use_style
+    from .results import Result
+    try:
+        result = Result.load(folder)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    draw = figure_for(result.name, result.config)
+    if draw is None:
+        print(f"error: result {result.name!r} has no figure function of its own (see its chapter)",
+              file=sys.stderr)
+        return 2
+    use_style()
+    fig = draw(result, result_label(result, committed=True))
+    target = out or f"{folder.rstrip('/')}/figure.png"
+    fig.savefig(target, dpi=110)
+    print(f"drew {result.name} ({result.scale} scale) to {target}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m icl_core", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -51,9 +75,15 @@ def main(argv=None) -> int:
     p_cont.add_argument("--compile", action="store_true", help="torch.compile the model (one-model runs)")
     p_cont.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                         help="override a config entry (a folder written with others is refused)")
+    p_plot = sub.add_parser("plot", help="draw a saved result with the book's figure function")
+    p_plot.add_argument("folder", help="a result folder (result.json + arrays.npz)")
+    p_plot.add_argument("--out", default=None, help="image file (default <folder>/figure.png)")
     args = parser.parse_args(argv)
     command = "python -m icl_core " + " ".join(shlex.quote(a) for a in
                                                (argv if argv is not None else sys.argv[1:]))
+
+    if args.cmd == "plot":
+        return _plot(args.folder, args.out)
 
     if args.cmd == "continue":
         from .long_runs import LONG_RUNS, continue_run, default_folder

@@ -45,3 +45,10 @@ def error_curves(curves: dict, ax=None, theory: dict | None = None, title: str |
         ax.set_title(title)
     ax.legend(fontsize=8, ncol=2)
     return ax
+
+
+def result_label(result, committed: bool = False) -> str:
+    """A figure's provenance label from the result itself: scale, device (and "committed
+    run" for a result loaded from ``results/``), e.g. ``"ci scale, cpu"``."""
+    device = (result.provenance or {}).get("device", "device not recorded")
+    return f"{result.scale or '?'} scale, {device}" + (", committed run" if committed else "")

@@ -191,6 +191,49 @@ def _adam(params, lr, weight_decay):
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
 
 
+def available_memory(device) -> int:
+    """Bytes that can still be allocated on ``device`` (CUDA: free device memory; CPU: the
+    kernel's MemAvailable, else physical pages)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def memory_estimate(models, d: int, batch_size: int, n_points: int, prefetch: int) -> int:
+    """A lower estimate of the bytes one training step needs (float32): each run's parameters,
+    gradients and Adam's two moments, its prefetched prompts, and for transformers the
+    activations kept for the backward pass (about 16 values per token, width and layer)."""
+    K = len(models)
+    params = sum(p.numel() for p in models[0].parameters())
+    state = 4 * params * 4
+    data = prefetch * batch_size * n_points * (d + 1) * 4
+    cfg = getattr(models[0], "config", None) or {}
+    width, layers = cfg.get("d_model"), cfg.get("n_layers")
+    tokens = batch_size * n_points * (2 if cfg.get("layout") == "interleaved" else 1)
+    act = 16 * tokens * width * layers * 4 if width and layers else 0
+    return K * (state + data + act)
+
+
+def _check_memory(models, samplers, batch_size, n_points, prefetch, device):
+    need = memory_estimate(models, samplers[0].d, batch_size, n_points, prefetch)
+    have = available_memory(device)
+    if need > have:
+        raise ValueError(f"this run needs at least {need / 2**30:.1f} GiB on {torch.device(device).type} "
+                         f"({len(models)} run(s), batch_size={batch_size}, n_points={n_points}, "
+                         f"prefetch={prefetch}) but {have / 2**30:.1f} GiB are available: lower batch_size, "
+                         "n_points, prefetch or the number of runs")
+
+
 def _as_list(value, K: int, name: str) -> list:
     if isinstance(value, (list, tuple)):
         if len(value) != K:
@@ -303,6 +346,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             raise ValueError(f"curriculum dims end at {curriculum.dims[1]}, above the sampler's d={s.d}: "
                              f"the curriculum's dimensions must be <= {s.d}")
     dev = pick_device(device)
+    _check_memory(models, samplers, batch_size,
+                  n_points if curriculum is None else curriculum.points[1], prefetch, dev)
     ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
     state = None
     if ckpt is not None and resume and ckpt.exists():

@@ -133,3 +133,10 @@ def test_small_grids_run():
 
 def test_count_of_bad_inputs():
     assert len(CASES) + len(CLI_CASES) >= 50
+
+
+def test_a_run_too_large_for_memory_is_refused_before_allocating():
+    with pytest.raises(ValueError, match=r"needs at least [\d.]+ GiB on cpu .* GiB are available"):
+        tiny_train(batch_size=10 ** 8, n_points=100)
+    with pytest.raises(ValueError, match="prefetch"):
+        tiny_train(batch_size=10 ** 5, n_points=100, prefetch=10 ** 5)

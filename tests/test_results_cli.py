@@ -139,3 +139,11 @@ def test_page_settings_and_scales_live_in_the_recipes():
     out = subprocess.run([sys.executable, "scripts/book.py", "execute", "--scale", "huge"],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "--scale must be one of" in out.stderr
+
+
+def test_cli_plot_draws_a_committed_result(tmp_path):
+    out = cli("plot", "results/collins.figure5/paper", "--out", str(tmp_path / "f5.png"))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "f5.png").stat().st_size > 10_000 and "collins.figure5" in out.stdout
+    out = cli("plot", str(tmp_path / "nothing"))
+    assert out.returncode == 2 and "no result.json" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,71 @@
+"""Figures of the Cheng, Chen, Sra chapter (recipes ``cheng.*``)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..plotting import result_label
+from ..results import Result
+
+COLORS = {"linear": "#1f4e9c", "relu": "#2a9d4b", "exp": "#d9822b", "softmax": "#9c1f7a",
+          "linear+exp": "#111111"}
+
+
+def figure1(result: Result, label: str = ""):
+    """``cheng.figure1``: log test loss against n, one panel per data kernel, one curve per
+    activation (mean and spread over seeds), the Bayes predictor in black."""
+    label = label or result_label(result)
+    a, ns, cfg = result.arrays, result.arrays["ns"], result.config
+    fig, axes = plt.subplots(1, len(cfg["kernels"]), figsize=(13, 3.6), squeeze=False)
+    for ax, kernel in zip(axes[0], cfg["kernels"]):
+        for act in cfg["activations"]:
+            logs = a[f"{kernel}/{act}"]
+            ax.errorbar(ns, logs.mean(1), yerr=logs.std(1), fmt="o-", ms=4, color=COLORS[act], label=f"h = {act}")
+        ax.plot(ns, np.log(np.maximum(a[f"{kernel}/bayes"], 1e-8)), "k--", label="Bayes")
+        ax.set_title(f"data: {kernel}-kernel GP ({label})", fontsize=9)
+        ax.set_xlabel("n"); ax.set_ylabel("log test loss"); ax.legend(fontsize=7)
+        if kernel == "linear":
+            ax.set_ylim(-8, 1)
+    fig.tight_layout()
+    return fig
+
+
+def depth_sweep(result: Result, label: str = "", models=None):
+    """``cheng.figure2`` (activations) and ``cheng.figure4`` (one or two heads): log test loss
+    against the number of layers, one panel per data kernel, the Bayes predictor dashed."""
+    label = label or result_label(result)
+    a, cfg = result.arrays, result.config
+    models = models or cfg.get("activations") or ["linear", "exp", "linear+exp"]
+    fig, axes = plt.subplots(1, len(cfg["kernels"]), figsize=(4.4 * len(cfg["kernels"]), 3.6), squeeze=False)
+    for ax, kernel in zip(axes[0], cfg["kernels"]):
+        for name in models:
+            logs = a[f"{kernel}/{name}"]
+            heads = "2 heads: " if "+" in name else ("1 head: " if "activations" not in cfg else "h = ")
+            ax.errorbar(a["depths"], logs.mean(1), yerr=logs.std(1), fmt="o-", ms=4, color=COLORS[name],
+                        label=heads + name)
+        ax.axhline(max(float(np.log(a[f"{kernel}/bayes"])), -8), color="black", ls="--", label="Bayes (floored at -8)")
+        n = f", n = {cfg['n']}" if "n" in cfg else ""
+        ax.set_title(f"data: {kernel}-kernel GP{n} ({label})", fontsize=9)
+        ax.set_xlabel("layers L"); ax.set_ylabel("log test loss"); ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def figure3(result: Result, label: str = ""):
+    """``cheng.figure3``: dist(M, I) during training for Sigma^1/2 B_l^T C_l Sigma^1/2 (solid)
+    and A_0, A_1 (dashed), with A fixed at 0 (top) and free (bottom)."""
+    label = label or result_label(result)
+    a3, pairs = result.arrays, result.config["pairs"]
+    fig, axes = plt.subplots(2, len(pairs), figsize=(4.3 * len(pairs), 6.2), squeeze=False)
+    for j, (kernel, act) in enumerate(pairs):
+        for i, mode in enumerate(("A0", "Afree")):
+            key = f"{kernel}_{act}_{mode}"
+            d = a3[f"{key}/dist"].mean(1)                     # mean over seeds: (steps, matrices)
+            names = [f"B{l}'C{l}" for l in range(3)] + ([] if mode == "A0" else ["A0", "A1"])
+            for k, name in enumerate(names):
+                axes[i, j].semilogy(a3[f"{key}/steps"], d[:, k], ls="-" if name.startswith("B") else "--", label=name)
+            axes[i, j].set_title(f"{kernel} data, h = {act}, {'A = 0' if mode == 'A0' else 'A free'}", fontsize=9)
+            axes[i, j].set_xlabel("training step"); axes[i, j].set_ylabel("dist(M, I)"); axes[i, j].legend(fontsize=7)
+    fig.suptitle(f"Figures 3 / 5 / 6 ({label})", fontsize=10)
+    fig.tight_layout()
+    return fig
