@@ -248,6 +248,18 @@ def converged(key: str, frac: float = 0.05, what: str = "training loss") -> Call
     return gate
 
 
+def budget(steps_key: str, paper_steps: int, fraction: float = 0.2) -> Callable[[dict], Gate]:
+    """The run trained for at least ``fraction`` of the paper's steps: below that, a flat loss
+    cannot be told from a plateau that longer training leaves (transformers' in-context
+    learning is known to sit on long plateaus), so an end-state claim cannot be decided."""
+    def gate(values):
+        steps = int(values[steps_key])
+        ok = steps >= fraction * paper_steps
+        return Gate(ok, f"{steps:,} of the paper's {paper_steps:,} steps ({100 * steps / paper_steps:.1f}%; "
+                        f"{'>=' if ok else '<'} {100 * fraction:g}%{'' if ok else ': a plateau cannot be ruled out'})")
+    return gate
+
+
 def beats(model_key: str, baseline_key: str, what: str, margin: float = 0.0) -> Callable[[dict], Gate]:
     """The trained model's error is below the baseline the claim presupposes."""
     def gate(values):

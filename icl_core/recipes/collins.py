@@ -382,7 +382,8 @@ _col("fig1", "experiments", "Fig. 1",
      lambda v: Check(all(v["fig1_softmax_decreasing_in_n"]) and all(v["fig1_softmax_below_linear_n64"]),
                      f"softmax error decreasing in n: {v['fig1_softmax_decreasing_in_n']}; below linear at n >= 64: "
                      f"{v['fig1_softmax_below_linear_n64']}"),
-     computed("fig1_softmax_below_linear_n64", what="measured on trained units; this recipe records no training curve"), reduced={"ci": _CI},
+     computed("fig1_softmax_below_linear_n64", what="population optimum on a window grid (ci) or trained units"),
+     reduced={"ci": _CI}, deviations={"ci": "the hills task read literally, nu cos(theta - b) (linear in x); the paper calls it non-linear"},
      ci_holds=True)
 _col("fig3_4", "experiments", "Figs. 3, 4",
      "||M|| increases with L ... ||M|| increases slower during pretraining for larger sigma ... faster during "
@@ -390,7 +391,9 @@ _col("fig3_4", "experiments", "Figs. 3, 4",
      lambda v: Check(_up(v["fig3_trace_by_L"]) and _down(v["fig4_trace_by_sigma"]) and _up(v["fig4_trace_by_n"]),
                      f"final tr(M)/d by L {_r(v['fig3_trace_by_L'])}, by sigma {_r(v['fig4_trace_by_sigma'])}, "
                      f"by n {_r(v['fig4_trace_by_n'])}"),
-     converged("fig34_traj_tenths", 0.05, "||M||_2"), reduced={"ci": _CI})
+     converged("fig34_traj_tenths", 0.05, "||M||_2"), reduced={"ci": _CI},
+     deviations={"ci": "sigma = 0.5 and L in {0.25, ..., 4} (the paper: sigma = 0.01, where the optimal window "
+                       "is saturated for L >= 0.1); our sigma and n grids for Fig. 4"})
 _col("fig3_optimal", "experiments", "Fig. 3 (with Thm. 3.4)",
      "the relationship between the attention window scale ... and L, sigma and n matches our bounds in Theorem 3.4",
      lambda v: Check(v["fig3_test_over_optimum_max"] < 1.1,
@@ -408,8 +411,7 @@ _col("fig5", "experiments", "Fig. 5",
      "downstream tasks have similar Lipschitzness",
      lambda v: Check(v["fig5_same_L_max_over_min"] < 1.5,
                      f"max/min error across pretraining families at the same L {v['fig5_same_L_max_over_min']:.3f}"),
-     converged("fig5_curve_tenths", 0.05, "test error"), reduced={"ci": _CI + "; n = 100 (paper 200), batch 8"},
-     ci_holds=True)
+     converged("fig5_curve_tenths", 0.05, "test error"), reduced={"ci": _CI + "; n = 100 (paper 200), batch 8"})
 
 _col("fig1_paper", "experiments", "Fig. 1",
      "From left to right, the Lipschitzness of the target function grows and the optimal softmax attention window "
@@ -419,7 +421,8 @@ _col("fig1_paper", "experiments", "Fig. 1",
                      f"decreasing in n: {v['paper_fig1_softmax_decreasing_in_n']}; below linear at n >= 64: "
                      f"{v['paper_fig1_softmax_below_linear_n64']}; window narrowing with nu at n >= 16: "
                      f"{v['paper_fig1_window_increasing_in_nu']}"),
-     computed("paper_fig1_softmax_below_linear_n64", what="measured on trained units; this recipe records no training curve"), source="collins.figure1/paper")
+     computed("paper_fig1_softmax_below_linear_n64", what="measured on trained units; this recipe records no training curve"),
+     source="collins.figure1/paper", deviations={"paper": "the hills task read literally, nu cos(theta - b) (linear in x); the paper calls it non-linear"})
 _col("fig3_paper", "experiments", "Fig. 3",
      "Figure 3 shows that ||M|| increases with L in various settings",
      lambda v: Check(all(_up(x) for x in v["paper_fig3_norms"].values()),

@@ -127,9 +127,9 @@ declare(Claim(
     lambda v: Check(bool(v["sparse_best_is_multihead"]),
                     f"best on sparse tasks at n = {v['synthesis_n_train']}: {v['winner']['sparse']}; pre-GD / ridge "
                     f"{v['sparse_pregd_over_ridge']:.2f}"),
-    computed("sparse_pregd_over_ridge"), ci_holds=True))
+    computed("sparse_pregd_over_ridge", what="trained and constructed mechanisms on shared held-out prompts"), ci_holds=True))
 declare(Claim(
     "synthesis.lipschitz_winner", "synthesis", _SYN, "table",
     "Collins et al.'s local smoothing (a softmax unit or kernel stack) should win on Lipschitz tasks",
     lambda v: Check(bool(v["lipschitz_best_is_local"]), f"best on Lipschitz tasks: {v['winner']['lipschitz']}"),
-    computed("lipschitz_linear_methods_near_1"), ci_holds=True))
+    computed("lipschitz_linear_methods_near_1", what="trained and constructed mechanisms on shared held-out prompts"), ci_holds=True))
