@@ -1,0 +1,69 @@
+"""The execution pipeline (scripts/book.py) never takes a failed or interrupted run for a
+fresh one, and its freshness key covers the pinned package versions."""
+import json
+
+import pytest
+
+import book
+
+NOTEBOOK = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+```{{code-cell}} ipython3
+:tags: [parameters]
+scale = "ci"
+records_path = None
+```
+
+```{{code-cell}} ipython3
+from icl_core import Records
+rec = Records(records_path)
+{body}
+```
+"""
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    for name in ("icl_core", "results"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "icl_core" / "x.py").write_text("A = 1\n")
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
+    (tmp_path / "book").mkdir()
+    monkeypatch.setattr(book, "ROOT", tmp_path)
+    monkeypatch.setattr(book, "EXECUTED", tmp_path / "_build" / "executed")
+    monkeypatch.setattr(book, "RECORDS", tmp_path / "_build" / "records")
+    return tmp_path
+
+
+def test_a_failed_run_leaves_nothing_that_looks_fresh(tree):
+    src = tree / "book" / "nb.md"
+    src.write_text(NOTEBOOK.format(body="x = 1"))
+    _, _, error = book.execute_one(src, "ci")
+    assert error is None and book.is_fresh(src)
+    src.write_text(NOTEBOOK.format(body="raise RuntimeError('boom')"))
+    _, _, error = book.execute_one(src, "ci")
+    assert error and "boom" in error
+    assert not book.is_fresh(src) and not book._stamp(src).exists()
+    src.write_text(NOTEBOOK.format(body="x = 1"))          # the source restored: still not fresh
+    assert not book.is_fresh(src)
+
+
+def test_the_key_covers_package_versions_and_is_taken_before_the_run(tree):
+    src = tree / "book" / "nb.md"
+    src.write_text(NOTEBOOK.format(body="open('../icl_core/x.py', 'w').write('A = 2\\n')"))   # edits during the run
+    _, _, error = book.execute_one(src, "ci")
+    assert error is None
+    assert not book.is_fresh(src)          # the stamp holds the key of what ran, not of what is there now
+    key = book.source_key(src, "ci")
+    (tree / "requirements.txt").write_text("torch==2.14.0\n")
+    assert book.source_key(src, "ci") != key
+    assert json.loads(book._stamp(src).read_text())["scale"] == "ci"
