@@ -114,6 +114,7 @@ def execute_one(src: Path, scale: str) -> tuple[Path, float, str | None]:
     recs.unlink(missing_ok=True)
     key = source_key(src, scale)      # what this run executes: a change during it makes it stale
     partial = out.with_name(out.stem + ".partial.ipynb")
+    partial.unlink(missing_ok=True)
     t0 = time.perf_counter()
     try:
         pm.execute_notebook(jupytext.read(src), str(partial), kernel_name="python3",
