@@ -130,15 +130,15 @@ def evaluate(claim: Claim, values: dict, scale: str, device: str = "") -> dict:
     return row
 
 
-def assess(rec, notebook: str, scale: str, device: str = "", results: dict | None = None,
-           show: bool = True) -> list[dict]:
+def assess(rec, notebook: str, scale: str, device: str = "", results: dict | None = None) -> "ClaimTable":
     """Evaluate every claim declared for ``notebook`` on the values of ``rec`` (a
-    :class:`~icl_core.records.Records`), store the rows in ``rec`` and show them as a table.
+    :class:`~icl_core.records.Records`) and store the rows in ``rec``. Returns them as a
+    :class:`ClaimTable`, which a notebook shows as a table (the last line of a cell).
 
     ``results``: committed results by name (``"collins.figure1/paper" -> Result`` or None);
     a claim with that ``source`` takes its scale and device from the result's provenance and is
     *not run* when the result is None."""
-    rows = []
+    rows = ClaimTable()
     for claim in claims_of(notebook):
         if claim.source is not None:
             res = (results or {}).get(claim.source)
@@ -152,23 +152,16 @@ def assess(rec, notebook: str, scale: str, device: str = "", results: dict | Non
             row = evaluate(claim, rec, scale, device)
         rows.append(row)
     rec.set_claims(rows)
-    if show:
-        display_rows(rows)
     return rows
-
-
-def display_rows(rows: list[dict]):
-    """Show claim rows as a Markdown table in a notebook (plain text elsewhere)."""
-    text = table(rows)
-    try:
-        from IPython.display import Markdown, display
-        display(Markdown(text))
-    except ImportError:   # pragma: no cover
-        print(text)
 
 
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _scale(r) -> str:
+    scale = r["scale"] + (f", {r['device']}" if r.get("device") else "")
+    return scale + "".join(f"; {k}: {r[k]}" for k in ("deviation", "budget") if r.get(k))
 
 
 def table(rows: list[dict]) -> str:
@@ -177,11 +170,33 @@ def table(rows: list[dict]) -> str:
              "|---|---|---|---|---|"]
     for r in rows:
         label = f"{r['where']} (`{r['id']}`)"
-        scale = r["scale"] + (f", {r['device']}" if r["device"] else "")
-        extra = "".join(f"; {k}: {r[k]}" for k in ("deviation", "budget") if r.get(k))
         lines.append(f"| {_cell(label)} | {_cell(r['quote'])} | {_cell(r['measured'])} | "
-                     f"{_cell(r['gate'])} | **{_cell(r['verdict'])}** ({_cell(scale + extra)}) |")
+                     f"{_cell(r['gate'])} | **{_cell(r['verdict'])}** ({_cell(_scale(r))}) |")
     return "\n".join(lines)
+
+
+def html_table(rows: list[dict]) -> str:
+    """The same table as HTML (what notebooks, Colab and the HTML book show)."""
+    from html import escape
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "the paper says", "we measured",
+                                              "can this run decide it?", "verdict"))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c}</td>" for c in (
+            f"{escape(r['where'])} (<code>{escape(r['id'])}</code>)", f"&ldquo;{escape(r['quote'])}&rdquo;",
+            escape(r["measured"]), escape(r["gate"]),
+            f"<b>{escape(r['verdict'])}</b> ({escape(_scale(r))})")) + "</tr>" for r in rows)
+    return f'<table class="icl-claims"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+class ClaimTable(list):
+    """The verdict rows of a notebook's claims; shown as a table by Jupyter (HTML) and as a
+    Markdown table in plain text."""
+
+    def _repr_html_(self):
+        return html_table(self)
+
+    def __repr__(self):
+        return table(self)
 
 
 # --- gates ------------------------------------------------------------------------------

@@ -60,10 +60,11 @@ def test_assess_stores_rows_and_renders_a_table(tmp_path, monkeypatch):
     monkeypatch.setitem(C.CLAIMS, "t.one", c)
     rec = Records(tmp_path / "r.json")
     rec["x"] = 0.25
-    rows = C.assess(rec, "t/nb", "ci", show=False)
+    rows = C.assess(rec, "t/nb", "ci")
     assert [r["verdict"] for r in rows] == [REPRODUCED]
     assert Records.read_claims(tmp_path / "r.json")["t.one"]["measured"] == "x = 0.25"
-    assert "| Fig. 1 (`t.one`) |" in table(rows)
+    assert "| Fig. 1 (`t.one`) |" in table(rows) and repr(rows) == table(rows)
+    assert "<td>Fig. 1 (<code>t.one</code>)</td>" in rows._repr_html_()
 
 
 def test_no_verdict_is_typed_in_notebooks_or_tests():
