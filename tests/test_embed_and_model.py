@@ -92,3 +92,25 @@ def test_mismatched_d_and_context():
     p = LinearRegression(4).sample(2, 4, seed=0)
     with pytest.raises(ValueError, match="n_context"):
         model(p.x, p.y, 0)
+
+
+def test_learned_positions_gpt2_style():
+    import pytest
+    from icl_core import Transformer
+    torch.manual_seed(0)
+    plain = Transformer(3, 16, 1, 2)
+    assert plain.pos is None and "positions" not in plain.config      # old checkpoints stay valid
+    m = Transformer(3, 16, 1, 2, positions=14)
+    assert m.config["positions"] == 14 and m.pos.weight.shape == (14, 16)
+    x, y = torch.randn(2, 7, 3), torch.randn(2, 7)
+    out = m(x, y, 6)                                                   # 7 points = 14 tokens
+    out.sum().backward()
+    assert m.pos.weight.grad[:14].abs().sum() > 0
+    with torch.no_grad():                                              # positions change the output
+        before = m(x, y, 6).clone()
+        m.pos.weight.add_(torch.randn_like(m.pos.weight))          # (a constant shift would cancel in LayerNorm)
+        assert not torch.allclose(before, m(x, y, 6))
+    with pytest.raises(ValueError, match="positions=14"):
+        m(torch.randn(2, 8, 3), torch.randn(2, 8), 7)                   # 16 tokens
+    with pytest.raises(ValueError, match="positions"):
+        Transformer(3, 16, 1, 2, positions=-1)

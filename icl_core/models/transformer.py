@@ -95,12 +95,15 @@ class Transformer(InContextModel):
         layout: ``"interleaved"`` (Garg et al.) or ``"stacked"`` (see :mod:`icl_core.embed`).
         causal: decoder mask; default ``True`` for interleaved, ``False`` for stacked.
         query_is_key: stacked layout only: let query tokens be keys too.
+        positions: learned absolute positional embeddings for up to this many tokens, added
+            to the read-in (GPT-2's, which Zhang et al. conjecture cause the error spike past
+            the training length); 0 (default): none, the causal mask alone orders the tokens.
     """
 
     def __init__(self, d: int, d_model: int = 64, n_layers: int = 3, n_heads: int = 2,
                  attention: str = "softmax", norm: str = "pre", d_mlp: int | None = None,
                  layout: str = "interleaved", causal: bool | None = None,
-                 query_is_key: bool = False):
+                 query_is_key: bool = False, positions: int = 0):
         super().__init__()
         self.d = check_int("d", d, minimum=1)
         d_model = check_int("d_model", d_model, minimum=1)
@@ -119,7 +122,11 @@ class Transformer(InContextModel):
         self.config = dict(d=d, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
                            attention=attention, norm=norm, d_mlp=d_mlp, layout=layout,
                            causal=self.causal, query_is_key=query_is_key)
+        positions = check_int("positions", positions, minimum=0)
+        if positions:       # only then in the config: checkpoints of models without stay valid
+            self.config["positions"] = positions
         self.read_in = nn.Linear(self.layout.token_dim(d), d_model)
+        self.pos = nn.Embedding(positions, d_model) if positions else None
         self.blocks = nn.ModuleList(Block(d_model, n_heads, attention, norm, d_mlp)
                                     for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
@@ -154,7 +161,14 @@ class Transformer(InContextModel):
         is_causal = self.causal and self.layout.kind == "interleaved"
         mask = None if is_causal and self.config["attention"] == "softmax" else \
             self.layout.key_mask(tokens.shape[1], n_context, self.causal, tokens.device)
-        states = [self.read_in(tokens)]
+        h = self.read_in(tokens)                                    # (B, S, d_model)
+        if self.pos is not None:
+            S = tokens.shape[1]
+            if S > self.pos.num_embeddings:
+                raise ValueError(f"the prompt has {S} tokens but the model has positions for "
+                                 f"{self.pos.num_embeddings} (positions={self.pos.num_embeddings})")
+            h = h + self.pos.weight[:S]
+        states = [h]
         for block in self.blocks:
             states.append(block(states[-1], mask, is_causal))
         return states

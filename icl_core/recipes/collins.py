@@ -15,7 +15,7 @@ from ..prompts import derive_seed
 from ..results import Result
 from ..tasks import LipschitzTask, LowRankTask
 from ..theory import collins as C
-from ..training import train
+from ..training import progress_enabled, train
 from ..claims import Check, Claim, Gate, computed, converged, declare
 from . import register, register_page
 
@@ -63,9 +63,15 @@ def figure1_recipe(cfg, device) -> Result:
     read literally, ``nu cos(theta - b)`` (set ``hills="wrapped"`` for ``cos(nu (theta - b))``)."""
     arrays = {"ns": np.array(cfg["ns"]), "nus": np.array(cfg["nus"])}
     metrics = {}
+    bar = None
+    if cfg["mode"] == "train" and progress_enabled():     # one bar over the (nu, n) settings
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(cfg["nus"]) * len(cfg["ns"]), desc="collins.figure1 (nu, n)", leave=False)
     for nu in cfg["nus"]:
         soft, lin, wstar = [], [], []
         for n in cfg["ns"]:
+            if bar is not None:
+                bar.update(1)
             s = LipschitzTask(2, "hills", nu, cfg["sigma"], hills=cfg["hills"])
             if cfg["mode"] == "optimum":
                 seed = derive_seed(cfg["seed"], n, int(10 * nu))
@@ -90,6 +96,8 @@ def figure1_recipe(cfg, device) -> Result:
         metrics[f"{key}_wstar"] = wstar
         metrics[f"{key}_softmax"] = soft
         metrics[f"{key}_linear"] = lin
+    if bar is not None:
+        bar.close()
     return Result("collins.figure1", "", cfg, metrics, arrays)
 
 
