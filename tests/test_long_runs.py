@@ -109,3 +109,18 @@ def test_committed_paper_pieces_load_and_match_their_record():
     cfg = dict(run.config, eval_prompts=1024)
     risk = query_risk(model, eval_prompts(cfg, 0.1))
     assert abs(risk - recorded) < 0.15 * recorded     # 1024 of the 8192 prompts, CPU vs GPU
+
+
+def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
+    """The next GPU piece must accept the committed checkpoints: train() resumes them with this
+    code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
+    for h in (1, 4):
+        folder = f"results/chen.train/paper-h{h}-L4"
+        if load_state(folder) is None:
+            pytest.skip("no committed piece")
+        run = get_long_run(f"chen.train.paper-h{h}-L4")
+        models, samplers, kw = run.build(dict(run.config))
+        full = expand_compact(__import__("pathlib").Path(folder), "single", "cpu")
+        torch.save(full, tmp_path / f"h{h}.pt")
+        res = train(models, samplers, full["step"], checkpoint_path=tmp_path / f"h{h}.pt", device="cpu", **kw)
+        assert res.steps == full["step"] and len(res.losses) == full["step"]
