@@ -111,11 +111,14 @@ def evaluate(claim: Claim, values: dict, scale: str, device: str = "") -> dict:
                setting=claim.setting, scale=scale, device=device,
                deviation=claim.deviations.get(scale, ""), budget=claim.reduced.get(scale, ""))
     try:
-        gate = claim.gate(values)
         check = claim.test(values)
     except KeyError as missing:
         row.update(verdict="not run", measured="-", gate=f"not measured: {missing.args[0]}")
         return row
+    try:
+        gate = claim.gate(values)
+    except KeyError as missing:         # measured, but what the gate reads was not recorded
+        gate = Gate(False, f"the gate's input {missing.args[0]} was not recorded")
     row.update(measured=check.measured, gate=("passed: " if gate.ok else "failed: ") + gate.reason)
     if not gate.ok:
         row["verdict"] = "inconclusive"

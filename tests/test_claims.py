@@ -27,6 +27,9 @@ def test_the_verdict_follows_gate_test_setting_and_budget():
     assert evaluate(c, {"x": float("nan")}, "paper")["verdict"] == INCONCLUSIVE
     row = evaluate(c, {}, "paper")
     assert row["verdict"] == NOT_RUN and "x" in row["gate"]
+    gated = claim(gate=converged("t"))
+    row = evaluate(gated, {"x": 0.5}, "paper")          # measured, but the gate's input is missing
+    assert row["verdict"] == INCONCLUSIVE and "input t was not recorded" in row["gate"]
     assert HOLDS == (REPRODUCED, REDUCED, MODIFIED)
 
 

@@ -405,7 +405,8 @@ def test_claims_verdicts_are_recomputed_identically_and_ci_claims_hold(executed_
             claim = claims[cid]
             if claim.source is None:
                 again = evaluate(claim, values, row["scale"], row["device"])
-                assert again["verdict"] == row["verdict"] and again["measured"] == row["measured"], cid
+                assert (again["verdict"], again["measured"], again["gate"]) == \
+                    (row["verdict"], row["measured"], row["gate"]), cid
             if claim.ci_holds and row["scale"] == "ci":
                 assert row["verdict"] in HOLDS, f"{cid} must hold at ci: {row['verdict']} ({row['gate']}; {row['measured']})"
 

@@ -196,11 +196,15 @@ def _ccs(key, notebook, where, quote, test, gate, **kw):
 
 def _converged_runs(prefix, frac=0.05):
     """Gate: every training run recorded under ``values["tenths"]`` whose key starts with
-    ``prefix`` has converged (:func:`~icl_core.claims.converged`)."""
+    ``prefix`` has converged (:func:`~icl_core.claims.converged`); runs are named by their key
+    and their index under it, so the reason does not depend on the order of the records."""
     def gate(v):
-        return converged("_runs", frac)({"_runs": {f"{k} #{i}": t for i, (k, t) in enumerate(
-            (k, t) for k, ts in v["tenths"].items() if k.startswith(prefix)
-            for t in (ts if np.ndim(ts) == 2 else [ts]))}})
+        runs = {}
+        for k, ts in v["tenths"].items():
+            if k.startswith(prefix):
+                for i, t in enumerate(ts if np.ndim(ts) == 2 else [ts]):
+                    runs[f"{k} #{i}"] = t
+        return converged("_runs", frac)({"_runs": runs})
     return gate
 
 
