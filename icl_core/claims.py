@@ -94,6 +94,23 @@ def declare(claim: Claim) -> Claim:
     return claim
 
 
+def chapter(name: str, paper: str) -> Callable:
+    """The declarer of one chapter's claims: ``claim(key, notebook, where, quote, test, gate,
+    **kw)`` declares ``Claim("<name>.<key>", "<name>/<notebook>", paper, where, ...)``."""
+    def claim(key, notebook, where, quote, test, gate, **kw):
+        return declare(Claim(f"{name}.{key}", f"{name}/{notebook}", paper, where, quote, test, gate, **kw))
+    return claim
+
+
+def below(key: str, limit: float, what: str = "max error", extra: str = "") -> Callable[[dict], Check]:
+    """The test of an exact identity: ``values[key] < limit``, measured as
+    ``"<what> <value>.1e<extra>"`` (e.g. "max error 3.6e-15 over 5 layers")."""
+    def test(values):
+        value = values[key]
+        return Check(value < limit, f"{what} {value:.1e}{extra}")
+    return test
+
+
 def all_claims() -> dict[str, Claim]:
     """Every declared claim (importing the chapters' modules)."""
     from .recipes import _load_all
@@ -162,9 +179,13 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def scale_label(r: dict) -> str:
+    """Where a row was measured: its scale, and its device when known ("ci, cpu")."""
+    return r["scale"] + (f", {r['device']}" if r.get("device") else "")
+
+
 def _scale(r) -> str:
-    scale = r["scale"] + (f", {r['device']}" if r.get("device") else "")
-    return scale + "".join(f"; {k}: {r[k]}" for k in ("deviation", "budget") if r.get(k))
+    return scale_label(r) + "".join(f"; {k}: {r[k]}" for k in ("deviation", "budget") if r.get(k))
 
 
 def table(rows: list[dict]) -> str:

@@ -17,6 +17,18 @@ import torch
 from .checkpoints import describe
 
 
+def run_mode(models, device, use_vmap: bool | None = None) -> str:
+    """How :class:`Runs` computes the K losses: ``"single"``, ``"stacked"``, ``"vmap"`` or
+    ``"separate"`` (see :class:`Runs`); ``use_vmap`` None picks vmap except on CPU."""
+    if len(models) == 1:
+        return "single"
+    if getattr(type(models[0]), "supports_runs", False):
+        return "stacked"
+    if use_vmap is None:
+        use_vmap = torch.device(device).type != "cpu"
+    return "vmap" if use_vmap else "separate"
+
+
 class Runs:
     """The K runs of one ``train`` call: their parameters and a batched loss.
 
@@ -37,8 +49,8 @@ class Runs:
         self.models = [m.to(device) for m in models]
         self.K = len(models)
         self.stacked = None
-        if self.K == 1:
-            self.mode = "single"
+        self.mode = run_mode(self.models, device, use_vmap)
+        if self.mode == "single":
             self.params = dict(self.models[0].named_parameters())
             self.call = torch.compile(self.models[0]) if compile else self.models[0]
             return
@@ -46,16 +58,15 @@ class Runs:
             raise ValueError("compile=True is only supported for a single model, not an ensemble")
         from torch.func import functional_call, stack_module_state, vmap
         first = self.models[0]
+        shapes, config = [p.shape for p in first.parameters()], describe(first).get("config")
         for k, m in enumerate(self.models[1:], 1):
-            if type(m) is not type(first) or [p.shape for p in m.parameters()] != \
-                    [p.shape for p in first.parameters()] or \
-                    describe(m).get("config") != describe(first).get("config"):
+            if type(m) is not type(first) or [p.shape for p in m.parameters()] != shapes or \
+                    describe(m).get("config") != config:
                 # the config too: e.g. transformers with 1 and 4 heads have equal shapes, but
                 # a batched call would run every model with model 0's head count
                 raise ValueError(f"models must all have the same class, config and shapes to "
                                  f"train as an ensemble; model {k} differs from model 0")
-        if getattr(type(first), "supports_runs", False):
-            self.mode = "stacked"
+        if self.mode == "stacked":
             self.params, _ = stack_module_state(self.models)
             self.stacked = copy.deepcopy(first)
             for name, value in self.params.items():
@@ -65,15 +76,11 @@ class Runs:
                     else torch.nn.Parameter(value)
             self.params = dict(self.stacked.named_parameters())
             return
-        if use_vmap is None:
-            use_vmap = torch.device(device).type != "cpu"
-        if not use_vmap:
-            self.mode = "separate"
+        if self.mode == "separate":
             self.names = [name for name, _ in first.named_parameters()]
             self.params = {f"{k}.{name}": p for k, m in enumerate(self.models)
                            for name, p in m.named_parameters()}
             return
-        self.mode = "vmap"
         self.params, self.buffers = stack_module_state(self.models)
         base = copy.deepcopy(first).to("meta")
 

@@ -27,7 +27,6 @@ The fingerprint of :func:`train` is kept: a piece with other settings is refused
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -38,8 +37,9 @@ import numpy as np
 import torch
 
 from .devices import device_name, pick_device
-from .results import git_sha, provenance
+from .results import git_sha, provenance, replace_folder
 from .checkpoints import load_checkpoint
+from .ensembles import run_mode
 from .training import train
 
 FORMAT = 1
@@ -163,14 +163,6 @@ def expand_compact(folder: Path, mode: str, device) -> dict:
             "fingerprint": meta["fingerprint"], "model_config": meta["model_config"]}
 
 
-def _mode_for(models, device) -> str:
-    if len(models) == 1:
-        return "single"
-    if getattr(type(models[0]), "supports_runs", False):
-        return "stacked"
-    return "separate" if torch.device(device).type == "cpu" else "vmap"
-
-
 def load_state(folder: str | Path) -> dict | None:
     """``{"step", "losses" (steps, K), "progress"}`` of a committed long run, or None."""
     folder = Path(folder)
@@ -209,12 +201,9 @@ def continue_run(name: str, minutes: float, device=None, folder: str | Path | No
     a warning). Returns the new progress entry."""
     if not isinstance(minutes, (int, float)) or not 0 < minutes <= 24 * 60:
         raise ValueError(f"minutes must be a number in (0, 1440], got {minutes!r}")
+    from .recipes import apply_overrides
     run = get_long_run(name)
-    unknown = set(overrides) - set(run.config)
-    if unknown:
-        raise ValueError(f"unknown config keys {sorted(unknown)} for long run {name!r}; "
-                         f"allowed: {sorted(run.config)}")
-    cfg = dict(run.config, **overrides)
+    cfg = apply_overrides(f"long run {name!r}", run.config, overrides)
     folder = Path(folder) if folder is not None else default_folder(run)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"folder {folder} exists and is not a folder")
@@ -223,7 +212,7 @@ def continue_run(name: str, minutes: float, device=None, folder: str | Path | No
     models, samplers, kwargs = run.build(cfg)
     names = _param_names(models)
     K = len(models)
-    mode = _mode_for(models, dev)
+    mode = run_mode(models, dev)
     work = Path(tempfile.mkdtemp(prefix="icl_long_run_"))
     try:
         full_path = work / "full.pt"
@@ -259,15 +248,7 @@ def continue_run(name: str, minutes: float, device=None, folder: str | Path | No
                     "note": "compact checkpoint: parameters float32, Adam's second moment "
                             "bfloat16, first moment restarted at each piece (icl_core.long_runs)"}
         (new / "progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        old = folder.with_name(folder.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
-        if folder.exists():
-            os.replace(folder, old)
-        shutil.move(str(new), str(folder))
-        if old.exists():
-            shutil.rmtree(old)
+        replace_folder(new, folder)
         return entry
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -29,6 +29,22 @@ def _atomic_write_bytes(path: Path, data: bytes):
     os.replace(tmp, path)
 
 
+def replace_folder(new: Path, folder: Path):
+    """Put the complete folder ``new`` in place of ``folder``: the old one is moved aside
+    first and removed last, so ``folder`` is never half-written (``new`` may be on another
+    disk, e.g. a temporary folder)."""
+    folder = Path(folder)
+    old = folder.with_name(folder.name + ".replaced")
+    if old.exists():
+        shutil.rmtree(old)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if folder.exists():
+        os.replace(folder, old)
+    shutil.move(str(new), str(folder))      # a rename, or a copy when new is on another disk
+    if old.exists():
+        shutil.rmtree(old)
+
+
 def git_sha(cwd: str | Path | None = None) -> str:
     """The current commit (with ``-dirty`` when the tree has changes), or ``"unknown"``."""
     cwd = cwd or Path(__file__).resolve().parent
@@ -99,10 +115,8 @@ class Result:
         np.savez_compressed(buf, **{k: np.asarray(v) for k, v in self.arrays.items()})
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = folder.with_name(folder.name + ".saving")
-        old = folder.with_name(folder.name + ".replaced")
-        for leftover in (tmp, old):
-            if leftover.exists():
-                shutil.rmtree(leftover)
+        if tmp.exists():
+            shutil.rmtree(tmp)
         tmp.mkdir()
         _atomic_write_bytes(tmp / "arrays.npz", buf.getvalue())
         _atomic_write_bytes(tmp / "result.json", (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
@@ -110,10 +124,7 @@ class Result:
             for extra in folder.iterdir():          # keep anything else the folder held (notes)
                 if extra.name not in ("result.json", "arrays.npz"):
                     shutil.move(str(extra), str(tmp / extra.name))
-            os.replace(folder, old)
-        os.replace(tmp, folder)
-        if old.exists():
-            shutil.rmtree(old)
+        replace_folder(tmp, folder)
         return folder
 
     @classmethod

@@ -315,9 +315,10 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     if K == 0:
         raise ValueError("model must be a module or a non-empty list of modules")
     samplers = _as_list(sampler, K, "sampler")
-    seeds = (_as_list(seed, K, "seed") if isinstance(seed, (list, tuple))
-             else [check_int("seed", seed, minimum=0) + k for k in range(K)])
-    seeds = [check_int("seed", s, minimum=0) for s in seeds]
+    if isinstance(seed, (list, tuple)):
+        seeds = [check_int("seed", s, minimum=0) for s in _as_list(seed, K, "seed")]
+    else:
+        seeds = [check_int("seed", seed, minimum=0) + k for k in range(K)]
     steps = check_int("steps", steps, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     lr = check_float("lr", lr, minimum=0.0, strict=True)
@@ -369,11 +370,11 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     streams = [Streams.from_seed(s) for s in seeds]
     prompts = _Prompts(samplers, streams, batch_size, prefetch, n_points, n_queries, curriculum,
                        dev, keep_states=ckpt is not None)
-    fp = fingerprint(models, samplers, seeds, batch_size=batch_size, lr=lr,
-                               lr_decay=lr_decay, grad_clip=grad_clip, weight_decay=weight_decay,
-                               n_points=n_points, n_queries=n_queries, prefetch=prefetch,
-                               curriculum=None if curriculum is None else
-                               [list(curriculum.dims), list(curriculum.points), curriculum.interval])
+    fp = None if ckpt is None else fingerprint(   # only checkpoints store and compare it
+        models, samplers, seeds, batch_size=batch_size, lr=lr, lr_decay=lr_decay, grad_clip=grad_clip,
+        weight_decay=weight_decay, n_points=n_points, n_queries=n_queries, prefetch=prefetch,
+        curriculum=None if curriculum is None else
+        [list(curriculum.dims), list(curriculum.points), curriculum.interval])
     start, losses, last_good = 0, [], None
     if state is not None:
         if state["seeds"] != seeds:

@@ -228,6 +228,7 @@ def write_report(out: Path = REPORT) -> Path:
     claims declared in ``icl_core`` and the verdicts their notebooks computed when they ran.
     Never edited by hand: ``make book`` rewrites it on every build."""
     from icl_core.claims import VERDICTS as verdicts
+    from icl_core.claims import scale_label
 
     claims = collect_claims()
     papers = sorted({c["paper"] for _, _, c in claims})
@@ -260,7 +261,7 @@ def write_report(out: Path = REPORT) -> Path:
             where = f"{c['where']} (`{cid}`, {nb})"
             changes = "; ".join(x for x in (c.get("deviation") and f"setting: {c['deviation']}",
                                             c.get("budget") and f"budget: {c['budget']}") if x) or "-"
-            scale = c["scale"] + (f", {c['device']}" if c.get("device") else "")
+            scale = scale_label(c)
             lines.append("| " + " | ".join(_cell(v) for v in (where, f"\"{c['quote']}\"", c["measured"], changes,
                                                                 c["gate"]))
                          + f" | **{_cell(c['verdict'])}** ({_cell(scale)}) |")

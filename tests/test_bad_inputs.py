@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-import icl_core
 from icl_core import Curriculum, LinearRegression, SoftmaxUnit, SparseLinearRegression, Transformer, train
 from icl_core.baselines import knn, lasso, ols, ridge
 from icl_core.evaluation import error_vs_context

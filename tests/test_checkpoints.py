@@ -1,5 +1,4 @@
 """Checkpoints: trajectory fingerprints, safe loading, wall-clock pieces, Ctrl-C."""
-import pickle
 import signal
 
 import pytest

@@ -1,9 +1,7 @@
 """Declared claims and computed verdicts (icl_core.claims)."""
 import subprocess
 
-import pytest
-
-from icl_core.claims import (HOLDS, VERDICTS, Check, Claim, Gate, all_claims, all_of, beats, computed,
+from icl_core.claims import (HOLDS, VERDICTS, Check, Claim, all_claims, all_of, beats, computed,
                              converged, evaluate, exceeds_spread, sampling_error, table, tenths)
 from icl_core.records import Records
 

@@ -102,8 +102,7 @@ def test_committed_paper_pieces_load_and_match_their_record():
     from icl_core.head_analysis import eval_prompts, query_risk
     run = get_long_run("chen.train.paper-h4-L4")
     state = load_state("results/chen.train/paper-h4-L4")
-    if state is None:
-        pytest.skip("no committed piece")
+    assert state is not None, "the committed paper-scale pieces are missing from results/"
     model = load_models(run, "results/chen.train/paper-h4-L4")["h4_L4_s0.1"]
     recorded = state["progress"]["pieces"][-1]["metrics"]["h4_L4_s0.1/risk_n10"]
     cfg = dict(run.config, eval_prompts=1024)
@@ -116,8 +115,7 @@ def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
     for h in (1, 4):
         folder = f"results/chen.train/paper-h{h}-L4"
-        if load_state(folder) is None:
-            pytest.skip("no committed piece")
+        assert load_state(folder) is not None, f"the committed piece {folder} is missing"
         run = get_long_run(f"chen.train.paper-h{h}-L4")
         models, samplers, kw = run.build(dict(run.config))
         full = expand_compact(__import__("pathlib").Path(folder), "single", "cpu")

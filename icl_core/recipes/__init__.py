@@ -83,11 +83,17 @@ def config(name: str, scale: str, **overrides) -> dict:
     """The recipe's config at ``scale`` with ``overrides`` applied (unknown keys rejected)."""
     recipe = get_recipe(name)
     check_choice("scale", scale, set(recipe.configs))
-    cfg = dict(recipe.configs[scale])
+    return apply_overrides(f"recipe {name!r}", recipe.configs[scale], overrides)
+
+
+def apply_overrides(owner: str, base: dict, overrides: dict) -> dict:
+    """A copy of the config ``base`` with ``overrides`` applied: unknown keys are refused, and
+    each value must have its default's kind (:func:`check_override`). ``owner`` names whose
+    config it is in the error ("recipe 'zhang.figure1'")."""
+    cfg = dict(base)
     unknown = set(overrides) - set(cfg)
     if unknown:
-        raise ValueError(f"unknown config keys {sorted(unknown)} for recipe {name!r}; "
-                         f"allowed: {sorted(cfg)}")
+        raise ValueError(f"unknown config keys {sorted(unknown)} for {owner}; allowed: {sorted(cfg)}")
     for key, value in overrides.items():
         check_override(key, value, cfg[key])
     cfg.update(overrides)

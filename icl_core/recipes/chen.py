@@ -14,11 +14,10 @@ import time
 import numpy as np
 import torch
 
-from ..head_analysis import (analyse_trained, build_encoder, eval_prompts, head_importance,  # noqa: F401
-                             head_weights, icl_curve, load_committed, load_models, model_name,
+from ..head_analysis import (build_encoder, eval_prompts, head_importance, head_weights, model_name,
                              prune_to_top_heads, query_risk)
-from ..claims import Check, Claim, Gate, computed, declare
-from ..theory.chen import LRS, step_grid  # noqa: F401  (the paper's grids, used below)
+from ..claims import Check, Gate, below, chapter, computed
+from ..theory.chen import LRS, step_grid
 from ..long_runs import LongRun, register_long_run
 from ..prompts import derive_seed
 from ..results import Result
@@ -329,8 +328,7 @@ _COMMITTED = "chen.train/committed"    # the committed trained models (mid, or p
 _MID = "width 64, 40k steps (lr 1e-3 decaying), sigma = 0.1 only, h in {1, 4}, pruned models fine-tuned 4k steps"
 
 
-def _czz(key, notebook, where, quote, test, gate, **kw):
-    return declare(Claim(f"chen.{key}", f"chen/{notebook}", CZZ, where, quote, test, gate, **kw))
+_czz = chapter("chen", CZZ)
 
 
 def beyond_plateau(depth: int | None = None):
@@ -350,12 +348,11 @@ def beyond_plateau(depth: int | None = None):
 
 _czz("prop41", "theory", "Prop. 4.1",
      "There is a single linear-attention layer with h = d heads ... such that it implements Algorithm 1 (preprocessing)",
-     lambda v: Check(v["prop41_max_abs"] < 1e-10, f"max error {v['prop41_max_abs']:.1e}"),
+     below("prop41_max_abs", 1e-10),
      computed("prop41_max_abs"), ci_holds=True)
 _czz("prop42", "theory", "Prop. 4.2",
      "single-head linear-attention layers stacked on H^(1) implement gradient descent on the preprocessed data",
-     lambda v: Check(v["prop42_max_abs"] < 1e-10, f"max error {v['prop42_max_abs']:.1e} over 5 layers; "
-                                                  "prediction = minus the query's label slot"),
+     below("prop42_max_abs", 1e-10, extra=" over 5 layers; prediction = minus the query's label slot"),
      computed("prop42_max_abs"), ci_holds=True)
 _czz("lemma_d1", "theory", "Lemma D.1",
      "max_j |r_hat_j - r_j| is of order sqrt(s log d / n)",

@@ -17,7 +17,7 @@ from ..results import Result
 from ..tasks import GPTask
 from ..tasks.pool import PoolSampler
 from ..training import train
-from ..claims import Check, Claim, computed, converged, declare, tenths
+from ..claims import Check, below, chapter, computed, converged, tenths
 from . import register, register_page
 
 
@@ -190,8 +190,7 @@ _SETTING = ("d = 5, Sigma = U^T diag(1, 1, .25, 2.25, 1) U, kernel-GP labels, fr
 _CI_BUDGET = "200 steps at batch 256 from a pool of 20 batches (the paper: batch 30,000, 20k steps)"
 
 
-def _ccs(key, notebook, where, quote, test, gate, **kw):
-    return declare(Claim(f"cheng.{key}", f"cheng/{notebook}", CCS, where, quote, test, gate, **kw))
+_ccs = chapter("cheng", CCS)
 
 
 def _converged_runs(prefix, frac=0.05):
@@ -210,7 +209,7 @@ def _converged_runs(prefix, frac=0.05):
 
 _ccs("prop31", "theory", "Prop. 3.1",
      "a Transformer with these weights implements functional gradient descent in the RKHS of the kernel",
-     lambda v: Check(v["prop31_max_abs"] < 1e-10, f"max error {v['prop31_max_abs']:.1e} over 8 layers"),
+     below("prop31_max_abs", 1e-10, extra=" over 8 layers"),
      computed("prop31_max_abs"), ci_holds=True)
 _ccs("prop34", "theory", "Prop. 3.4",
      "the prediction approaches the Bayes optimal predictor as the number of layers increases (activation matching "

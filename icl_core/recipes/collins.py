@@ -16,7 +16,7 @@ from ..results import Result
 from ..tasks import LipschitzTask, LowRankTask
 from ..theory import collins as C
 from ..training import progress_enabled, train
-from ..claims import Check, Claim, Gate, computed, converged, declare
+from ..claims import Check, Gate, below, chapter, computed, converged
 from . import register, register_page
 
 
@@ -336,8 +336,7 @@ def figure9_recipe(cfg, device) -> Result:
 COLLINS = "Collins et al. (NeurIPS 2024)"
 
 
-def _col(key, notebook, where, quote, test, gate, **kw):
-    return declare(Claim(f"collins.{key}", f"collins/{notebook}", COLLINS, where, quote, test, gate, **kw))
+_col = chapter("collins", COLLINS)
 
 
 def _up(v):
@@ -355,7 +354,7 @@ def _r(v, k=2):
 _col("nw", "theory", "Sec. 2",
      "The Nadaraya-Watson (NW) estimator ... interpolates the data as f_NW(x_{n+1}) = sum_i K(x_{n+1}, x_i) f(x_i) / "
      "sum_j K(x_{n+1}, x_j); the softmax attention unit is one, with its window set by M",
-     lambda v: Check(v["nw_equivalence_max_abs"] < 1e-12, f"max difference {v['nw_equivalence_max_abs']:.1e}"),
+     below("nw_equivalence_max_abs", 1e-12, "max difference"),
      computed("nw_equivalence_max_abs"), ci_holds=True)
 _col("thm34", "theory", "Thm. 3.4",
      "optimizing the pretraining population loss ... leads to attention key-query parameters that scale with the "

@@ -35,8 +35,7 @@ from ..claims import Check, Claim, computed, declare
 from ..models import LSA, KernelTransformer, SoftmaxUnit, Transformer
 from ..prompts import derive_seed
 from ..results import Result
-from ..theory.synthesis import (FAMILIES, MECHANISMS, REFERENCES, Counterparts, family_task,  # noqa: F401
-                                reference_predictions, second_moment)
+from ..theory.synthesis import FAMILIES, MECHANISMS, REFERENCES, Counterparts, reference_predictions
 from ..training import train
 from . import register
 

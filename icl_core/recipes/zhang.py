@@ -16,7 +16,7 @@ from ..tasks import LinearRegression
 from ..theory import zhang as Z
 from ..training import train
 from ..validation import check_choice
-from ..claims import Check, Claim, Gate, all_of, computed, converged, declare, sampling_error, tenths
+from ..claims import Check, Gate, all_of, below, chapter, computed, converged, sampling_error, tenths
 from . import register, register_page
 
 ANISO = [0.5, 0.8, 1.0, 1.5, 2.2]   # the spec's anisotropic Lambda for d = 5
@@ -362,13 +362,12 @@ ZFB = "Zhang, Frei, Bartlett (JMLR 2024)"
 _LSA_SETTING = "one linear self-attention layer, x ~ N(0, Lambda), w ~ N(0, I), gradient flow from the paper's initialisation"
 
 
-def _zfb(key, notebook, where, quote, test, gate, **kw):
-    return declare(Claim(f"zhang.{key}", f"zhang/{notebook}", ZFB, where, quote, test, gate, **kw))
+_zfb = chapter("zhang", ZFB)
 
 
 _zfb("eq13", "theory", "Eq. 13",
      "the prediction of the trained LSA is x_query^T Gamma^-1 (1/M) sum_i y_i x_i (a linear predictor of the context)",
-     lambda v: Check(v["prediction_identity_max_abs"] < 1e-10, f"max error {v['prediction_identity_max_abs']:.1e}"),
+     below("prediction_identity_max_abs", 1e-10),
      computed("prediction_identity_max_abs"), setting=_LSA_SETTING, ci_holds=True)
 _zfb("thm4", "theory", "Thm. 4",
      "Then gradient flow converges to a global minimum of the population loss (8)",
@@ -384,7 +383,7 @@ _zfb("thm5", "theory", "Thm. 5 / Cor. 6",
      computed("avg_error_max_z"), setting=_LSA_SETTING, ci_holds=True)
 _zfb("thm8", "theory", "Thm. 8",
      "Global convergence with random covariance: gradient flow converges to a global minimum of the population loss (20)",
-     lambda v: Check(v["random_flow_limit_abs_err"] < 1e-8, f"limit vs kappa_N I: {v['random_flow_limit_abs_err']:.1e}"),
+     below("random_flow_limit_abs_err", 1e-8, "limit vs kappa_N I:"),
      computed("random_flow_limit_abs_err"), setting="random diagonal covariances, Exp(1) entries", ci_holds=True)
 _zfb("shifts", "theory", "Sec. 4.2",
      "Task shifts ... are tolerated easily by the trained transformer ... covariate shifts cannot be fully tolerated",
