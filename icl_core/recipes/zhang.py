@@ -268,11 +268,14 @@ FIG1_PANELS = (("identity", 1.0), ("random", 1.0), ("random", 4.0), ("random", 9
 @register(
     "zhang.figure1",
     ci=dict(d=5, Ns=[10, 20], d_model=32, n_layers=3, n_heads=2, steps=1200, batch_size=64,
-            lr=2e-3, curriculum=False, n_eval=512, lsa_steps=800, lsa_eval=50_000, positional="none",
-            seed=0),
+            lr=2e-3, lr_decay=None, curriculum=False, n_eval=512, lsa_steps=800, lsa_eval=50_000,
+            positional="none", checkpoint_dir=None, seed=0),
     paper=dict(d=20, Ns=[40, 70, 100], d_model=256, n_layers=12, n_heads=8, steps=500_000,
-               batch_size=64, lr=1e-4, curriculum=True, n_eval=4096, lsa_steps=20000,
-               lsa_eval=500_000, positional="learned", seed=0),
+               batch_size=64, lr=1e-4, lr_decay=None, curriculum=True, n_eval=4096, lsa_steps=20000,
+               lsa_eval=500_000, positional="learned", checkpoint_dir=None, seed=0),
+    mid=dict(d=5, Ns=[10, 18, 25], d_model=64, n_layers=4, n_heads=4, steps=8000, batch_size=64,
+             lr=1e-3, lr_decay=0.9997, curriculum=False, n_eval=4096, lsa_steps=4000,
+             lsa_eval=200_000, positional="learned", checkpoint_dir=None, seed=0),
     description="Zhang et al. Fig. 1: transformers trained on fixed (I) vs random (Exp(1) "
                 "diagonal) covariance, tested on I and on c * diag(Exp(1)), c in {1, 4, 9}, "
                 "with OLS, the zero estimator and the LSA.",
@@ -291,8 +294,15 @@ def figure1_recipe(cfg, device) -> Result:
     ``positional``: "learned" gives the transformers GPT-2's learned absolute positional
     embeddings (for every token of the longest test prompt, 2 (2 N_max + 1)), which the paper
     conjectures cause the spike past M = N; "none" leaves them out (the causal mask alone orders
-    the tokens). Deviations at ci scale: d = 5, N in {10, 20}, a 3-layer width-32 model,
-    1,200 steps without curriculum, no positional embedding."""
+    the tokens). ``checkpoint_dir``: each transformer checkpoints there every 500 steps, so an
+    interrupted run resumes where it stopped (bit-exact). ``lr_decay``: per-step factor of the
+    learning rate (None: constant, as the paper).
+
+    Deviations at ci scale: d = 5, N in {10, 20}, a 3-layer width-32 model, 1,200 steps
+    without curriculum, no positional embedding. At mid scale (a CPU run of about one core-hour,
+    committed): d = 5 with the paper's ratios N / d = 2, 3.6, 5 (N in {10, 18, 25}), a 4-layer
+    width-64 4-head model with learned positions, 8,000 steps at batch 64, Adam 1e-3 decaying by
+    0.9997 per step (to 9e-5), no curriculum (at d = 5 it would change the dimension little)."""
     d = cfg["d"]
     check_choice("positional", cfg["positional"], {"none", "learned"})
     train_samplers = {"fixed": LinearRegression(d), "random": LinearRegression(d, cov="random_diag")}
@@ -306,9 +316,11 @@ def figure1_recipe(cfg, device) -> Result:
             if cfg["curriculum"]:
                 from ..training import Curriculum
                 curriculum = Curriculum.garg(d, N + 1)
+            ck = cfg["checkpoint_dir"] and f"{cfg['checkpoint_dir']}/tf_{kind}_N{N}.pt"
             fit = train(m, sampler, cfg["steps"], cfg["batch_size"], cfg["lr"],
                         seed=derive_seed(cfg["seed"], N, kind == "random"), n_points=N + 1,
-                        curriculum=curriculum, device=device)
+                        curriculum=curriculum, device=device, lr_decay=cfg["lr_decay"],
+                        checkpoint_path=ck or None, checkpoint_every=500 if ck else 0)
             models[f"tf {kind} N={N}"] = m.cpu()
             metrics[f"tf_{kind}_N{N}_final_loss"] = float(np.mean(fit.losses[-100:]))
             metrics[f"tf_{kind}_N{N}_tenths"] = tenths(fit.losses)
