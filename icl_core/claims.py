@@ -31,6 +31,8 @@ from typing import Callable
 
 import numpy as np
 
+from .validation import check_choice
+
 VERDICTS = ("reproduced", "reproduced at reduced scale", "reproduced in a modified setting",
             "inconclusive", "differs", "not run")
 HOLDS = VERDICTS[:3]      # the verdicts in which the claim holds
@@ -322,4 +324,62 @@ def all_of(*gates: Callable[[dict], Gate]) -> Callable[[dict], Gate]:
     def gate(values):
         outs = [g(values) for g in gates]
         return Gate(all(o.ok for o in outs), "; ".join(o.reason for o in outs))
+    return gate
+
+
+@dataclass
+class Trend:
+    """What :func:`trend` found: ``state`` is ``"holds"`` (the trend, beyond the seed spread),
+    ``"reversed"`` (some step goes against it beyond the seed spread) or ``"tied"`` (neither:
+    the seeds cannot order the groups); ``words`` gives the means and the order found."""
+    state: str
+    words: str
+
+    def __bool__(self):
+        return self.state == "holds"
+
+
+def trend(groups, direction: str = "up", z: float = 2.0) -> Trend:
+    """Does a quantity rise (``direction="up"``) or fall (``"down"``) across ordered groups,
+    judged against the seed spread?
+
+    ``groups``: one sequence of per-seed values per group, in the order of the setting (L,
+    sigma, n). Neighbours whose means differ by less than ``z`` standard errors of the
+    difference are a **tie** (the seeds cannot order them). The trend holds when no neighbour
+    moves against it by more than ``z`` standard errors and the last group differs from the
+    first by more than ``z`` standard errors in its direction; it is reversed when a neighbour,
+    or the last group against the first, moves against it by more than that; otherwise tied.
+    The words give the seed means and each neighbour as ``<``, ``>`` or ``~`` (tie)."""
+    check_choice("direction", direction, {"up", "down"})
+    sign = 1.0 if direction == "up" else -1.0
+    g = [np.asarray(v, dtype=float).ravel() for v in groups]
+    if len(g) < 2 or any(len(v) == 0 for v in g):
+        raise ValueError(f"groups must hold at least 2 non-empty groups, got sizes {[len(v) for v in g]}")
+    mean = [float(v.mean()) for v in g]
+    se = [float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0 for v in g]
+
+    def step(i, j):
+        diff, s = sign * (mean[j] - mean[i]), float(np.hypot(se[i], se[j]))
+        return 1 if diff > z * s else (-1 if diff < -z * s else 0)
+    steps, overall = [step(i, i + 1) for i in range(len(g) - 1)], step(0, len(g) - 1)
+    if all(s >= 0 for s in steps) and overall == 1:
+        state = "holds"
+    elif min(steps) < 0 or overall < 0:
+        state = "reversed"
+    else:
+        state = "tied"
+    marks = {1: "<" if direction == "up" else ">", -1: ">" if direction == "up" else "<", 0: "~"}
+    return Trend(state, f"{mean[0]:.3g}" + "".join(f" {marks[s]} {m:.3g}" for s, m in zip(steps, mean[1:])))
+
+
+def trends_decided(key: str, direction) -> Callable[[dict], Gate]:
+    """Gate: every group set in ``values[key]`` (``{name: groups}``) is ordered beyond the seed
+    spread, one way or the other (:func:`trend` not ``"tied"``); ``direction`` is ``"up"``,
+    ``"down"`` or a function of the name giving one."""
+    def gate(values):
+        tied = [k for k, v in values[key].items()
+                if trend(v, direction(k) if callable(direction) else direction).state == "tied"]
+        return Gate(not tied, "every ordering beyond the seed spread (2 standard errors)" if not tied else
+                    f"{', '.join(tied)}: the groups differ by less than the seed spread allows to order "
+                    "(2 standard errors); more trials could decide")
     return gate

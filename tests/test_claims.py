@@ -1,8 +1,11 @@
 """Declared claims and computed verdicts (icl_core.claims)."""
 import subprocess
 
+import pytest
+
 from icl_core.claims import (HOLDS, VERDICTS, Check, Claim, all_claims, all_of, beats, computed,
-                             converged, evaluate, exceeds_spread, sampling_error, table, tenths)
+                             converged, evaluate, exceeds_spread, sampling_error, table, tenths, trend,
+                             trends_decided)
 from icl_core.records import Records
 
 
@@ -29,6 +32,24 @@ def test_the_verdict_follows_gate_test_setting_and_budget():
     row = evaluate(gated, {"x": 0.5}, "paper")          # measured, but the gate's input is missing
     assert row["verdict"] == INCONCLUSIVE and "input t was not recorded" in row["gate"]
     assert HOLDS == (REPRODUCED, REDUCED, MODIFIED)
+
+
+def test_trend_orders_groups_only_beyond_the_seed_spread():
+    rising = [[1.0, 1.1, 0.9], [2.0, 2.1, 1.9], [2.05, 1.95, 2.0], [3.0, 3.1, 2.9]]
+    t = trend(rising)
+    assert t and t.state == "holds" and t.words == "1 < 2 ~ 2 < 3"          # the middle pair is a tie
+    assert trend(rising[::-1], "down") and trend(rising, "down").state == "reversed"
+    assert trend([[1.0, 2.0], [1.2, 1.9]]).state == "tied"                   # the seeds cannot order them
+    assert trend([[1.0, 1.1], [2.0, 2.1], [1.5, 1.6]]).state == "reversed"   # a significant step back
+    g = trends_decided("g", lambda name: "down" if name == "s" else "up")
+    assert g({"g": {"n": rising, "s": rising[::-1]}}).ok
+    tied = g({"g": {"n": [[1.0, 2.0], [1.2, 1.9]]}})
+    assert not tied.ok and "n:" in tied.reason
+    for bad, match in (([[1.0]], "at least 2"), ([[1.0], []], "at least 2")):
+        with pytest.raises(ValueError, match=match):
+            trend(bad)
+    with pytest.raises(ValueError, match="direction"):
+        trend(rising, "sideways")
 
 
 def test_gates_compute_their_reasons():

@@ -91,6 +91,20 @@ def test_linear_attention_floor():
     assert C.pretraining_loss(C.DEFAULT_WS, "affine", 1.0, 0.1, 20, 5, num_tasks=2000).min() < 1 / 3
 
 
+def test_random_J_covariates_per_task_and_per_trial():
+    """Appendix J.1's non-uniform sphere: with one J per task the prompts' second moments
+    differ from task to task; with one J per trial they share one (up to sampling)."""
+    def moments(cov):
+        x = LowRankTask(6, 2, "affine", covariates=cov, seed=3).sample(4, 4000, seed=0).x.double()
+        assert torch.allclose(x.norm(dim=-1), torch.ones(4, 4000, dtype=torch.float64), atol=1e-6)
+        return x.transpose(1, 2) @ x / x.shape[1]                       # (4, d, d)
+    fixed, per_task = moments("random_J"), moments("random_J_per_task")
+    spread = lambda m: float((m - m.mean(0)).norm(dim=(1, 2)).max())
+    assert spread(fixed) < 0.03 < 0.1 < spread(per_task)
+    a = LowRankTask(6, 2, covariates="random_J_per_task").sample(3, 5, seed=7).x
+    assert torch.equal(a, LowRankTask(6, 2, covariates="random_J_per_task").sample(3, 5, seed=7).x)
+
+
 def test_rho():
     B, _ = np.linalg.qr(LowRankTask(6, 2).B.double().numpy())   # orthonormal in float64
     assert C.rho(3 * B @ B.T, B) < 1e-12

@@ -16,7 +16,7 @@ TINY = {
     "collins.figure4": dict(steps=10, steps_n=10, seeds=2, trace_every=5, test_tasks=50,
                             mc_tasks=50, ns=[5, 10]),
     "collins.figure5": dict(steps=10, seeds=2, trace_every=5, test_tasks=50, n=20),
-    "collins.figure9": dict(steps=10, seeds=2, trace_every=5, test_tasks=20),
+    "collins.figure9": dict(steps=10, seeds=2, trace_every=5, test_tasks=20, opt_tasks=20),
     "cheng.figure1": dict(seeds=2, batch_size=16, pool=2, steps=3, test_prompts=20, ns=[4],
                           kernels=["relu"], activations=["exp", "softmax"]),
     "cheng.figure2": dict(seeds=2, batch_size=16, pool=2, steps=3, test_prompts=20, depths=[1, 2]),
@@ -43,3 +43,16 @@ def test_paper_config_runs(name, tmp_path):
     result = run(name, "paper", device="cpu", out=tmp_path / "r", **TINY[name])
     assert result.scale == "paper" and result.metrics
     assert (tmp_path / "r" / "result.json").exists()
+
+
+# the claims of committed paper results read these functions: they must accept a paper result
+CLAIM_VALUES = {"collins.figure1": "figure1_values", "collins.figure3": "figure3_values",
+                "collins.figure4": "figure4_values", "collins.figure9": "figure9_values"}
+
+
+@pytest.mark.parametrize("name", sorted(CLAIM_VALUES))
+def test_claim_values_read_a_paper_result(name, tmp_path):
+    from icl_core.recipes import collins
+    result = run(name, "paper", device="cpu", out=tmp_path / "r", **TINY[name])
+    values = getattr(collins, CLAIM_VALUES[name])(result, "paper_")
+    assert values and all(k.startswith("paper_fig") for k in values)

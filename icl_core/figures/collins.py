@@ -66,8 +66,9 @@ def figures3_4(f3: Result, f4: Result, label: str = "", panel: str = "relu_spher
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     colors = plt.cm.viridis(np.linspace(0, 0.9, 6))
     a3, c3 = f3.arrays, f3.config
-    _groups(axes[0], a3[f"{panel}/steps"], a3[f"{panel}/traj"][:, :, 1], len(c3["Ls"]), c3["seeds"],
-            [f"L = {L:g}" for L in c3["Ls"]], colors, a3[f"{panel}/wstar"])
+    Ls = a3[f"{panel}/Ls"]
+    _groups(axes[0], a3[f"{panel}/steps"], a3[f"{panel}/traj"][:, :, 1], len(Ls), c3["seeds"],
+            [f"L = {L:g}" for L in Ls], colors, a3[f"{panel}/wstar"])
     axes[0].set_title(f"Fig. 3: {panel.replace('_', ', ')}, sigma = {c3['sigma']} ({label})", fontsize=9)
     a4, c4 = f4.arrays, f4.config
     _groups(axes[1], a4["relu/sigma/steps"], a4["relu/sigma/traj"][:, :, 1], len(c4["sigmas"]), c4["seeds"],
@@ -85,15 +86,17 @@ def figures3_4(f3: Result, f4: Result, label: str = "", panel: str = "relu_spher
 
 def figures3_4_paper(p3: Result, p4: Result, label: str = ""):
     """``collins.figure3`` / ``figure4`` at paper scale: ||M||_2 during pretraining (seed
-    means), Figure 3's four panels (top) and Figure 4's sigma and n ablations (bottom)."""
+    means), Figure 3's four panels (top, each panel's optimal window w* dashed) and Figure 4's
+    sigma and n ablations (bottom)."""
     label = label or result_label(p3)
     colors = plt.cm.viridis(np.linspace(0, 0.9, 6))
     fig, axes = plt.subplots(2, 4, figsize=(16, 6.4))
-    Ls, S3 = p3.config["Ls"], p3.config["seeds"]
+    S3 = p3.config["seeds"]
     for ax, (family, cov) in zip(axes[0], p3.config["panels"]):
         key = f"{family}_{cov}"
+        Ls = p3.arrays[f"{key}/Ls"]
         _groups(ax, p3.arrays[f"{key}/steps"], p3.arrays[f"{key}/traj"][:, :, 0], len(Ls), S3,
-                [f"L = {L:g}" for L in Ls], colors)
+                [f"L = {L:g}" for L in Ls], colors, p3.arrays[f"{key}/wstar"])
         ax.set_title(f"Fig. 3: {family}, {cov} (sigma = {p3.config['sigma']})", fontsize=9)
     sig, S4 = p4.config["sigmas"], p4.config["seeds"]
     for ax, fam in zip(axes[1, :2], p4.config["families"]):
@@ -108,6 +111,29 @@ def figures3_4_paper(p3: Result, p4: Result, label: str = ""):
     for ax in axes.flat:
         ax.set_xlabel("pretraining step"); ax.set_ylabel(r"$\|M\|_2$ (mean of seeds)"); ax.legend(fontsize=7)
     fig.suptitle(f"Figures 3 and 4 ({label}: {S3} seeds, 1 task per step)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure3_vs_L(p3: Result, label: str = ""):
+    """``collins.figure3``: the trained window at the end of pretraining against L, per panel:
+    ||M||_2 and tr(M)/d (seed mean, bars: one standard deviation over seeds) beside the
+    theory's optimal window w*(L) (Monte Carlo, M = w* I, so ||M||_2 = tr(M)/d = w*)."""
+    label = label or result_label(p3)
+    panels = p3.config["panels"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False)
+    S = p3.config["seeds"]
+    for ax, (family, cov) in zip(axes[0], panels):
+        key = f"{family}_{cov}"
+        Ls, traj = p3.arrays[f"{key}/Ls"], p3.arrays[f"{key}/traj"][-1]       # (R, [norm, trace])
+        for col, name, marker, color in ((0, r"trained $\|M\|_2$", "o", SOFTMAX), (1, "trained tr(M)/d", "s", LINEAR)):
+            v = traj[:, col].reshape(len(Ls), S)
+            ax.errorbar(Ls, v.mean(1), v.std(1), fmt=marker, ms=4, capsize=2, color=color, label=name)
+        ax.plot(p3.arrays[f"{key}/wstar_curve_L"], p3.arrays[f"{key}/wstar_curve"], "k-", lw=1, label="optimal w*(L)")
+        ax.set_xscale("log"); ax.set_xlabel("Lipschitz constant L"); ax.set_ylabel("window scale")
+        ax.set_title(f"{family}, {cov}", fontsize=9); ax.legend(fontsize=7)
+    fig.suptitle(f"Figure 3: the trained window against L, sigma = {p3.config['sigma']}, n = {p3.config['n']} "
+                 f"({label}; {S} seeds)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -99,8 +99,11 @@ class LowRankTask(TaskSampler):
     Families, with ``a ~ U^k``: ``"linear"`` ``a^T B^T x`` (Definition 4.2), ``"affine"``
     ``a^T B^T x + 2``, ``"quadratic"`` ``(a^T B^T x)^2``, ``"cosine"`` ``cos(4 a^T B^T x)``.
     Covariates: ``"assumption43"``: ``x = c_u B u + c_v B_perp v`` with ``u ~ U^k``,
-    ``v ~ U^{d-k}`` (Assumption 4.3); ``"random_J"``: ``x = J x~ / ||J x~||`` with
-    ``J = (G^T G)^{1/2}``, G a fixed Gaussian matrix (Appendix J.1's non-uniform sphere).
+    ``v ~ U^{d-k}`` (Assumption 4.3); ``"random_J_per_task"``: ``x = J x~ / ||J x~||`` with
+    ``J = (G^T G)^{1/2}``, ``x~ ~ N(0, I)`` and G a Gaussian matrix drawn afresh for each task
+    (Appendix J.1: "We draw {x_i} i.i.d. from a non-uniform distribution on S^{d-1} for each
+    task", the paper's reading); ``"random_J"``: the same with one G fixed per sampler (per
+    trial), our earlier reading.
     """
 
     name = "low_rank"
@@ -111,7 +114,7 @@ class LowRankTask(TaskSampler):
         super().__init__(d, noise_std)
         self.k = check_int("k", k, minimum=1, maximum=self.d - 1)
         self.family = check_choice("family", family, {"linear", "affine", "quadratic", "cosine"})
-        self.covariates = check_choice("covariates", covariates, {"assumption43", "random_J"})
+        self.covariates = check_choice("covariates", covariates, {"assumption43", "random_J", "random_J_per_task"})
         self.c_u = check_float("c_u", c_u, minimum=0.0, strict=True)
         self.c_v = check_float("c_v", c_v, minimum=0.0)
         full = random_subspace(self.d, self.d, seed)
@@ -125,7 +128,13 @@ class LowRankTask(TaskSampler):
             u = sphere(batch_size, n_points, self.k, g)
             v = sphere(batch_size, n_points, self.d - self.k, g)
             return self.c_u * u @ self.B.T + self.c_v * v @ self.B_perp.T
-        z = torch.randn(batch_size, n_points, self.d, generator=g) @ self.J
+        if self.covariates == "random_J":
+            J = self.J
+        else:                                                   # one J per task (prompt)
+            G = torch.randn(batch_size, self.d, self.d, generator=g)
+            evals, evecs = torch.linalg.eigh(G.transpose(1, 2) @ G)
+            J = (evecs * evals.clamp(min=0).sqrt()[:, None, :]) @ evecs.transpose(1, 2)
+        z = torch.randn(batch_size, n_points, self.d, generator=g) @ J
         return z / z.norm(dim=-1, keepdim=True)
 
     def sample_task(self, batch_size, g):

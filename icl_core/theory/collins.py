@@ -147,3 +147,20 @@ def rho(M, B) -> float:
     q, _ = np.linalg.qr(B, mode="complete")
     B_perp = q[:, B.shape[1]:]
     return float(np.linalg.norm(B_perp.T @ M @ B_perp, 2) / np.linalg.svd(B.T @ M @ B, compute_uv=False).min())
+
+
+def best_subspace_ratio(sampler, n: int, rs=(0.0, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0),
+                        cs=(2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0), num_tasks: int = 3000,
+                        seed: int = 0) -> dict:
+    """Is the projection ``M = c B B^T`` the best window on a :class:`~icl_core.tasks.LowRankTask`?
+
+    Scores ``M = c (B B^T + r B_perp B_perp^T)`` (``rho(M, B) = r``) by :func:`unit_loss` over the
+    grids ``rs`` x ``cs`` (common random numbers) and returns ``{"r": best r, "c": its c,
+    "loss_by_r": best loss over c for each r}``. Theorem 4.4 says r = 0 is optimal under
+    Assumption 4.3's covariates; under other covariates on the sphere (Appendix J.1's random J)
+    the theorem says nothing, and this measures what is optimal there."""
+    B, Bp = sampler.B.double().numpy(), sampler.B_perp.double().numpy()
+    table = np.array([[unit_loss(c * (B @ B.T + r * Bp @ Bp.T), sampler, n, num_tasks, seed) for c in cs]
+                      for r in rs])                                    # (len(rs), len(cs))
+    i, j = np.unravel_index(np.argmin(table), table.shape)
+    return {"r": float(rs[i]), "c": float(cs[j]), "loss_by_r": table.min(1).tolist()}
