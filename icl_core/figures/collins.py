@@ -198,3 +198,34 @@ def figure1_paper(result: Result, label: str = ""):
                  f"{result.config['seeds']} units per point; errors floored at 1e-6)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def figure7(ws, S, N, n: int, d: int, sigma: float, bounds: dict, L: float = 1.0):
+    """Appendix E's Figure 7 drawn with the measured terms: the bias ``S(w)`` between its lower
+    bound ``c_lo L^2 / w^2`` and upper bound ``c_hi L^2 (1/w + 1/n)`` (constants from
+    :func:`~icl_core.theory.collins.bias_bounds`, over the shaded range ``1 <= w <= n^{2/d}``), the
+    noise ``sigma^2 N(w)``, and their sum with its minimiser."""
+    ws, S, N = (np.asarray(a, float) for a in (ws, S, N))
+    keep = ws > 0
+    w, s, nn = ws[keep], S[keep], N[keep]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax = axes[0]
+    ax.loglog(w, s, color=SOFTMAX, lw=2, label="bias S(w), measured")
+    ax.loglog(w, bounds["c_lo"] * L ** 2 / w ** 2, "--", color="0.35", label=f"lower bound {bounds['c_lo']:.2g} L^2/w^2")
+    ax.loglog(w, bounds["c_hi"] * L ** 2 * (1 / w + 1 / n), ":", color="0.35",
+              label=f"upper bound {bounds['c_hi']:.2g} L^2 (1/w + 1/n)")
+    ax.loglog(w, sigma ** 2 * nn, color=LINEAR, lw=2, label=f"noise sigma^2 N(w), sigma = {sigma:g}")
+    ax.axvspan(*bounds["w_range"], color="0.9", zorder=0, label="1 <= w <= n^(2/d)")
+    ax.set_ylim(min(s.min(), (sigma ** 2 * nn).min()) / 3, 3 * max(s.max(), (sigma ** 2 * nn).max()))
+    ax.set_xlabel("window scale w"); ax.set_ylabel("loss term"); ax.legend(fontsize=7)
+    ax.set_title(f"bias and noise, ReLU, d = {d}, n = {n}", fontsize=9)
+    ax = axes[1]
+    total = s + sigma ** 2 * nn
+    ax.loglog(w, total, color="black", label="total loss")
+    i = int(np.argmin(total))
+    ax.axvline(w[i], color="black", ls="--", lw=0.8, label=f"optimal w* = {w[i]:.3g}")
+    ax.set_xlabel("window scale w"); ax.set_ylabel("ICL loss"); ax.legend(fontsize=7)
+    ax.set_title("their sum: the optimal window balances them", fontsize=9)
+    fig.suptitle("Figure 7 (App. E) with measured terms", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -164,3 +164,62 @@ def best_subspace_ratio(sampler, n: int, rs=(0.0, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0)
                       for r in rs])                                    # (len(rs), len(cs))
     i, j = np.unravel_index(np.argmin(table), table.shape)
     return {"r": float(rs[i]), "c": float(cs[j]), "loss_by_r": table.min(1).tolist()}
+
+
+def matrix_loss(M, x: torch.Tensor, f: torch.Tensor, n: int, sigma: float) -> float:
+    """ICL loss of the softmax unit with key-query matrix ``M (d, d)`` on given points
+    (``x (T, n+q, d)``, clean values ``f (T, n+q)``, float64): ``E(sum_i a_i f_i - f_q)^2 +
+    sigma^2 E sum_i a_i^2`` with ``a = softmax(x_q^T M x_i)`` (the split of eq. ICL)."""
+    M = torch.as_tensor(np.asarray(M), dtype=x.dtype)
+    a = torch.softmax((x[:, n:] @ M) @ x[:, :n].transpose(1, 2), dim=-1)
+    signal = ((a @ f[:, :n, None]).squeeze(-1) - f[:, n:]).pow(2).mean()
+    return float(signal + sigma ** 2 * a.pow(2).sum(-1).mean())
+
+
+def lemma_b5_check(Sigma, family: str = "relu", L: float = 1.0, sigma: float = 0.5, n: int = 20,
+                   ws=None, n_dirs: int = 6, eps: float = 0.3, num_tasks: int = 4000, seed: int = 0) -> dict:
+    """Lemma B.5 with a non-identity covariance: covariates ``x = Sigma^{1/2} x~`` with ``x~``
+    uniform on the sphere, tasks ``f(x) = g(Sigma^{-1/2} x)`` with g from the rotation-invariant
+    class ``family`` (so f is L-Lipschitz in the Sigma^{-1} norm, Assumption B.4). The lemma:
+    every minimiser of the ICL loss is ``M* = w Sigma^{-1}``.
+
+    Computed directly on the x's (common random numbers for every M), the best loss over the
+    scales ``ws`` of four shapes: ``Sigma^{-1}`` (the lemma's), ``I`` (what an isotropic guess
+    gives), and ``n_dirs`` perturbed shapes ``Sigma^{-1/2} (I + eps E) Sigma^{-1/2}`` (E a random
+    symmetric matrix of unit spectral norm). Returns ``{"sigma_inv": loss, "identity": loss,
+    "perturbed": [loss, ...], "w_sigma_inv": its best scale}``."""
+    Sigma = np.asarray(Sigma, dtype=float)
+    d = Sigma.shape[0]
+    _check(family, L, sigma, n, d)
+    evals, evecs = np.linalg.eigh(Sigma)
+    if evals.min() <= 0 or not np.allclose(Sigma, Sigma.T):
+        raise ValueError(f"Sigma must be symmetric positive definite, got eigenvalues {evals}")
+    half, ihalf = (evecs * evals ** 0.5) @ evecs.T, (evecs * evals ** -0.5) @ evecs.T
+    xt, f = _draw(family, L, n, d, num_tasks, seed)                   # x~ on the sphere, f = g(x~)
+    x = xt @ torch.as_tensor(half)                                      # x = Sigma^{1/2} x~
+    ws = np.geomspace(0.5, 100.0, 40) if ws is None else np.asarray(ws, float)
+    best = lambda shape: min((matrix_loss(w * shape, x, f, n, sigma), w) for w in ws)
+    rng = np.random.default_rng(seed)
+    perturbed = []
+    for _ in range(n_dirs):
+        E = rng.standard_normal((d, d)); E = (E + E.T) / 2; E /= np.linalg.norm(E, 2)
+        perturbed.append(best(ihalf @ (np.eye(d) + eps * E) @ ihalf)[0])
+    loss_si, w_si = best(np.linalg.inv(Sigma))
+    return {"sigma_inv": loss_si, "w_sigma_inv": float(w_si), "identity": best(np.eye(d))[0],
+            "perturbed": perturbed}
+
+
+def bias_bounds(ws, S, n: int, d: int, L: float = 1.0) -> dict:
+    """Figure 7's bias bounds against a measured bias ``S(w)`` (Appendix E; the slides give
+    ``Omega(L^2 / w^2) < bias < Theta(L^2 / w + L^2 / n)``), over the range where a window of
+    scale w still holds points, ``1 <= w <= n^{2/d}``: the largest ``c_lo`` with
+    ``S >= c_lo L^2 / w^2``, the smallest ``c_hi`` with ``S <= c_hi L^2 (1/w + 1/n)``, and the
+    steepest local log-log slope of S there (the lower bound says it is never below -2)."""
+    ws, S = np.asarray(ws, float), np.asarray(S, float)
+    keep = (ws >= 1.0) & (ws <= n ** (2 / d))
+    if keep.sum() < 3:
+        raise ValueError(f"ws must hold at least 3 values in [1, n^(2/d)] = [1, {n ** (2 / d):.3g}], got {keep.sum()}")
+    w, s = ws[keep], S[keep]
+    slopes = np.diff(np.log(s)) / np.diff(np.log(w))
+    return {"c_lo": float((s * w ** 2).min() / L ** 2), "c_hi": float((s / (1 / w + 1 / n)).max() / L ** 2),
+            "steepest_slope": float(slopes.min()), "w_range": [float(w[0]), float(w[-1])]}
