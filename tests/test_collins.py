@@ -116,3 +116,23 @@ def test_trained_unit_learns_the_subspace():
     units = [SoftmaxUnit(8) for _ in range(2)]
     train(units, task, steps=150, batch_size=16, lr=0.1, n_points=27, n_queries=5)
     assert max(C.rho(u.M.detach().numpy(), task.B.numpy()) for u in units) < 0.2
+
+
+def test_lemma_b5_check_and_bias_bounds():
+    b5 = C.lemma_b5_check(np.diag([0.4, 1.0, 2.5]), "relu", 1.0, 0.5, 10, n_dirs=2, num_tasks=600, seed=1)
+    assert b5["identity"] > b5["sigma_inv"] and min(b5["perturbed"]) > b5["sigma_inv"]
+    with pytest.raises(ValueError, match="Sigma must be"):
+        C.lemma_b5_check(np.diag([1.0, -1.0, 1.0]))
+    ws = np.geomspace(0.5, 50, 25)
+    S = 1 / ws ** 1.5                                   # decays between the two bounds' rates
+    b = C.bias_bounds(ws, S, 1000, 5)
+    assert b["steepest_slope"] == pytest.approx(-1.5) and b["c_lo"] > 0 and b["c_hi"] > 0
+    assert np.all(S[(ws >= 1) & (ws <= 1000 ** 0.4)] >= b["c_lo"] / ws[(ws >= 1) & (ws <= 1000 ** 0.4)] ** 2 - 1e-12)
+    with pytest.raises(ValueError, match="ws must hold"):
+        C.bias_bounds([0.1, 0.2, 0.3], [1.0, 0.5, 0.2], 1000, 5)
+
+
+def test_best_subspace_ratio_is_the_projection_under_assumption_43():
+    s = LowRankTask(6, 2, "linear", 0.0, "assumption43", seed=0)
+    r = C.best_subspace_ratio(s, 10, rs=(0.0, 0.3, 1.0), cs=(2.0, 8.0), num_tasks=400)
+    assert r["r"] == 0.0 and len(r["loss_by_r"]) == 3

@@ -144,3 +144,30 @@ def test_bad_lambda(Lam, match):
     for call in (lambda: Z.gamma(Lam, 5), lambda: Z.global_minimum(Lam, 5), lambda: Z.lsa_error(Lam, 5, 5)):
         with pytest.raises(ValueError, match=match):
             call()
+
+
+def test_task_error_at_P_is_theorem5_at_the_limit_and_relu_moments_are_exact():
+    Lam = np.diag([0.5, 0.8, 1.0, 1.5, 2.2])
+    w0 = np.array([1.0, -0.5, 0.3, 0.8, -1.2])
+    a, Sigma, best = Z.relu_task_moments(w0, Lam)
+    Gi = np.linalg.inv(Z.gamma(Lam, 20))
+    for M in (5, 40):
+        assert Z.task_error_at_P(Gi, M, Lam, a, Sigma, best) == pytest.approx(
+            Z.theorem5_error(M, 20, Lam, a, Sigma, best), rel=1e-12)
+    # the closed-form moments against a large Monte Carlo
+    x = torch.randn(400_000, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64) @ torch.tensor(Lam ** 0.5)
+    y = Z.relu_task_labels(x, w0)
+    xy = (x * y[:, None]).numpy()
+    assert np.allclose(np.linalg.solve(Lam, xy.mean(0)), a, atol=0.01)
+    assert np.allclose(np.cov(xy.T), Sigma, atol=0.03 * np.abs(Sigma).max())
+    w_ls = np.linalg.lstsq(x.numpy(), y.numpy(), rcond=None)[0]
+    assert ((x.numpy() @ w_ls - y.numpy()) ** 2).mean() == pytest.approx(best, rel=0.02)
+
+
+def test_theorem8_scale_condition():
+    theta = np.random.default_rng(0).standard_normal((5, 5))
+    bound = Z.sigma_max_random(5, 20, theta, n=20_000)
+    assert 0 < bound < Z.sigma_max(np.eye(5), 20) * 2
+    assert Z.sigma_max_random(5, 20, 3 * theta, n=20_000) == pytest.approx(bound)     # scale-free in Theta
+    with pytest.raises(ValueError, match="n must be"):
+        Z.sigma_max_random(5, 20, theta, n=10)

@@ -61,8 +61,9 @@ def error_vs_M(result: Result, label: str = ""):
 
 
 def shifts(result: Result, label: str = ""):
-    """``zhang.shifts``: task shift, query shift (Monte Carlo against the exact formulas) and
-    covariate shift (the LSA against the zero predictor and OLS)."""
+    """``zhang.shifts``: task shift (noisy linear labels and a non-linear task), query shift
+    (Monte Carlo against the exact formulas) and covariate shift (the LSA against the zero
+    predictor and OLS)."""
     label = label or result_label(result)
     a = result.arrays
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
@@ -71,8 +72,14 @@ def shifts(result: Result, label: str = ""):
         axes[0].plot(a["Ms"], a[f"{key}/mc"], "o", color=color, ms=4)
         axes[0].plot(a["Ms"], a[f"{key}/theory"], color=color, lw=1,
                      label=key.replace("task_w", "|w0|=").replace("_s", ", s="))
+    if "nonlinear/mc" in a:                              # Theorem 5 on a non-linear task
+        axes[0].plot(a["Ms"], a["nonlinear/mc"], "s", color="black", ms=4)
+        axes[0].plot(a["Ms"], a["nonlinear/theory"], color="black", lw=1, label="max(<w0, x>, 0), |w0|=1")
+        axes[0].axhline(result.metrics["nonlinear_best_linear"], color="black", ls=":", lw=0.8,
+                        label="its best linear predictor")
     axes[0].set_xscale("log"); axes[0].set_yscale("log"); axes[0].set_xlabel("M")
-    axes[0].set_ylabel("error"); axes[0].set_title("task shift: noisy labels, fixed w0"); axes[0].legend(fontsize=7)
+    axes[0].set_ylabel("error"); axes[0].set_title("task shift (markers: trained LSA; lines: exact)", fontsize=9)
+    axes[0].legend(fontsize=7)
     axes[1].plot(a["Ms"], a["query_shift/mc"], "o", color="#1f4e9c", ms=4, label="Monte Carlo")
     axes[1].plot(a["Ms"], a["query_shift/theory"], color="#1f4e9c", label="exact")
     axes[1].set_xscale("log"); axes[1].set_yscale("log"); axes[1].set_xlabel("M"); axes[1].set_ylabel("error")

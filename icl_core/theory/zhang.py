@@ -220,6 +220,37 @@ def linear_task_error_at_P(P, M: int, Lam, w0, s: float) -> float:
     return float(s ** 2 + np.trace(Lam @ P @ Sigma @ P.T) / M + bias @ Lam @ bias)
 
 
+def task_error_at_P(P, M: int, Lam, a, Sigma, best_linear_error: float) -> float:
+    """Exact error ``E(y_hat - y_q)^2`` of ``y_hat = x_q^T P (1/M) sum y_i x_i`` on any task
+    ``(x, y) ~ D`` with ``x ~ N(0, Lambda)`` (Theorem 5's setting, e.g. a non-linear one), given
+    its best linear predictor ``a = Lambda^{-1} E[xy]``, ``Sigma = Cov(xy)`` and
+    ``best_linear_error = min_w E(<w, x> - y)^2``: with ``m = Lambda a``,
+    ``best + ||P m - a||^2_Lambda + tr(Lambda P Sigma P^T) / M`` (the residual ``y - <a, x>`` is
+    uncorrelated with x). At ``P = Gamma^{-1}`` this is Theorem 5's equality."""
+    P, Lam, a, Sigma = np.asarray(P, float), _lam(Lam), np.asarray(a, float), np.asarray(Sigma, float)
+    M = check_int("M", M, minimum=1)
+    bias = P @ Lam @ a - a
+    return float(best_linear_error + bias @ Lam @ bias + np.trace(Lam @ P @ Sigma @ P.T) / M)
+
+
+def relu_task_moments(w0, Lam) -> tuple[np.ndarray, np.ndarray, float]:
+    """The moments Theorem 5 needs for the non-linear task ``y = max(<w0, x>, 0)``,
+    ``x ~ N(0, Lambda)``, in closed form (z = <w0, x> ~ N(0, s^2), s^2 = w0^T Lambda w0):
+    ``a = Lambda^{-1} E[xy] = w0 / 2``, ``Sigma = Cov(xy) = 3/4 Lambda w0 w0^T Lambda + s^2/2 Lambda``
+    and ``min_w E(<w, x> - y)^2 = s^2 / 4``. Returns ``(a, Sigma, best_linear_error)``."""
+    Lam, w0 = _lam(Lam), np.asarray(w0, float)
+    s2 = float(w0 @ Lam @ w0)
+    Lw = Lam @ w0
+    return w0 / 2, 0.75 * np.outer(Lw, Lw) + s2 / 2 * Lam, s2 / 4
+
+
+def relu_task_labels(x, w0):
+    """Labels of the non-linear task of :func:`relu_task_moments`: ``max(<w0, x>, 0)`` for
+    ``x (..., d)`` (a torch tensor), in x's dtype."""
+    import torch
+    return torch.clamp(x @ torch.as_tensor(np.asarray(w0, float), dtype=x.dtype), min=0)
+
+
 # --- random covariance, Exp(1) diagonal (Theorem 8, Figure 1) -------------------------------
 
 def kappa_random(d: int, N: int) -> float:
@@ -260,6 +291,21 @@ def random_diag_moments_mc(d: int, N: int, n: int = 200_000, seed: int = 0,
     lam = rng.exponential(size=(n, d)) if sampler is None else sampler(rng, n, d)
     g = (1 + 1 / N) * lam ** 2 + lam.sum(1, keepdims=True) * lam / N      # (Gamma Lambda)_ii
     return g.T @ lam / n, (lam ** 2).mean(0)
+
+
+def sigma_max_random(d: int, N: int, theta, n: int = 200_000, seed: int = 0) -> float:
+    """Theorem 8's scale condition (21) for Exp(1)-diagonal covariances: the initialisation
+    scale must satisfy ``sigma < sqrt(2 ||E[Lambda] Theta||_F^2 / (sqrt(d) E[||Gamma_tau||_op
+    ||Lambda_tau||_F^2]))``, with Theta normalised as in Assumption 3 (``||Theta Theta^T||_F = 1``)
+    and ``Gamma_tau = (N+1)/N Lambda_tau + tr(Lambda_tau)/N I``; the expectation by Monte Carlo
+    (``n`` draws). Returns the bound."""
+    d, N = check_int("d", d, minimum=1), check_int("N", N, minimum=1)
+    theta = np.asarray(theta, float)
+    Th = theta / np.sqrt(np.linalg.norm(theta @ theta.T))          # ||Th Th^T||_F = 1
+    lam = np.random.default_rng(seed).exponential(size=(check_int("n", n, minimum=100), d))
+    gamma_op = ((N + 1) / N * lam + lam.sum(1, keepdims=True) / N).max(1)      # Gamma_tau is diagonal
+    denom = np.sqrt(d) * float(np.mean(gamma_op * (lam ** 2).sum(1)))
+    return float(np.sqrt(2 * np.linalg.norm(Th, "fro") ** 2 / denom))     # E[Lambda] = I for Exp(1)
 
 
 def random_diag_grad(U11, u, Z, xi) -> tuple[np.ndarray, float]:
