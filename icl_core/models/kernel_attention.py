@@ -61,11 +61,15 @@ class KernelTransformer(InContextModel):
         self.config = dict(d=d, n_layers=L, activations=self.activations, fix_A=fix_A,
                            init_std=init_std)
 
-    def layers(self, x: torch.Tensor, y: torch.Tensor, n_context: int):
-        """Yield the label row after each layer: ``(B, T)`` tensors (for per-layer read-outs)."""
+    def layers(self, x: torch.Tensor, y: torch.Tensor, n_context: int, query_labels: bool = False):
+        """Yield the label row after each layer: ``(B, T)`` tensors (for per-layer read-outs).
+
+        ``query_labels=True`` starts the queries' label slots at their true labels instead of 0
+        (the paper's Z-bar of Lemma A.1): no query is ever a source, so every later row differs
+        from the masked run's only there, by exactly those labels."""
         n = n_context
         X = x
-        Y = torch.cat([y[:, :n], torch.zeros_like(y[:, n:])], 1)          # query labels zeroed
+        Y = y.clone() if query_labels else torch.cat([y[:, :n], torch.zeros_like(y[:, n:])], 1)
         for l in range(self.r.shape[0]):
             dX, dY = 0.0, 0.0
             for h, act in enumerate(self.activations):

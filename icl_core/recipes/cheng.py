@@ -218,6 +218,27 @@ _ccs("prop34", "theory", "Prop. 3.4",
                      f"gap to Bayes at the first / last depth: linear {v['prop34_linear_gap_first']:.3f} / "
                      f"{v['prop34_linear_gap_last']:.1e}, exp {v['prop34_exp_gap_first']:.3f} / {v['prop34_exp_gap_last']:.3f}"),
      computed("prop34_linear_gap_last", "prop34_exp_gap_last"), ci_holds=True)
+_ccs("softmax_nw", "theory", "Sec. 3.1.2, eq. 10",
+     "Using h~softmax with the same weights ... f_{l+1}(.) = f_l(.) + r'_l tau(.) sum_i (y_i - f_l(x_i)) K(., x_i), "
+     "tau(.) = (sum_j K(., x_j))^-1 (one layer with r' = 1: the Nadaraya-Watson estimator)",
+     lambda v: Check(v["softmax_layer_is_nw"] < 1e-12 and v["eq10_max_abs"] < 1e-10,
+                     f"one layer vs Nadaraya-Watson {v['softmax_layer_is_nw']:.1e}; 8 layers vs eq. 10 {v['eq10_max_abs']:.1e}"),
+     computed("softmax_layer_is_nw", "eq10_max_abs"), ci_holds=True)
+_ccs("app_i2", "theory", "App. I.2",
+     "functional gradient descent in the RKHS of the linear kernel follows the same trajectory as gradient descent on "
+     "theta for R(theta) = 1/2 sum_i (<x_i, theta> - y_i)^2",
+     below("app_i2_max_abs", 1e-10, "max difference over 1, 4, 16 steps"),
+     computed("app_i2_max_abs"), ci_holds=True)
+_ccs("prop_d1", "theory", "Prop. D.1",
+     "multi-head attention with activations K^1, ..., K^H implements functional gradient descent with the sum kernel",
+     below("propD1_max_abs", 1e-10, "two heads vs the sum kernel, max difference"),
+     computed("propD1_max_abs"), ci_holds=True)
+_ccs("lemma_a1", "theory", "Lemma A.1",
+     "[Z-bar_l] differs from [Z_l] only in the query's label entry, by y^(n+1): the in-context loss is the squared "
+     "final query-label entry of the unmasked run",
+     below("lemma_a1_max_abs", 1e-12, "label rows minus [0, ..., 0, y_query], max"),
+     computed("lemma_a1_max_abs"), setting="random value-sparse weights (A, B, C, r), exp and ReLU heads, 4 layers",
+     ci_holds=True)
 _ccs("thm45_46", "theory", "Thms. 4.5, 4.6",
      "the stated parameter families are stationary points of the in-context loss",
      lambda v: Check(max(v["stationary_grad_ratio_A0"], v["stationary_grad_ratio_AaI"]) < 1e-6,
