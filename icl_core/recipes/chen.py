@@ -358,6 +358,15 @@ _czz("lemma_d1", "theory", "Lemma D.1",
      "max_j |r_hat_j - r_j| is of order sqrt(s log d / n)",
      lambda v: Check(abs(v["lemma_d1_slope"] + 0.5) < 0.05, f"log-log slope in n {v['lemma_d1_slope']:.3f} (-1/2 expected)"),
      computed("lemma_d1_slope"), ci_holds=True)
+_czz("lemma_d2", "theory", "Lemma D.2",
+     "if n >~ s log(d/delta) / beta^2 then P(|r_hat_i| >= |r_i| / 2 for all i in S) >= 1 - delta",
+     lambda v: Check(v["lemma_d2_probs"][-1] >= 0.95
+                     and all(b >= a - 0.03 for a, b in zip(v["lemma_d2_probs"], v["lemma_d2_probs"][1:])),
+                     "P(event) at n = " + ", ".join(f"{n} ({n / v['lemma_d2_scale']:.1f} s log d / beta^2): {p:.3f}"
+                                                  for n, p in zip(v["lemma_d2_ns"], v["lemma_d2_probs"]))
+                     + " (rising to at least 0.95 is our reading of the unstated constant)"),
+     computed("lemma_d2_probs"), setting="Sigma = I, s = 4 nonzeros +-1/sqrt(s) (beta = 1/sqrt(s)), d = 16, 500 tasks per n",
+     ci_holds=True)
 _czz("thm53", "theory", "Thm. 5.3",
      "pre-GD attains an excess risk of order s/n, while OLS, ridge and GD cannot beat sigma^2 d / n",
      lambda v: Check(v["rate_ratio_by_n"][str(v["rate_ns"][-1])] > 2.5,
