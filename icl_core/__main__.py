@@ -7,6 +7,7 @@ import argparse
 import json
 import shlex
 import sys
+import textwrap
 
 from .recipes import SCALES, get_recipe, list_recipes, run
 
@@ -23,6 +24,52 @@ def _overrides(items) -> dict:
         except json.JSONDecodeError:
             overrides[key] = value
     return overrides
+
+
+def _committed_time(name: str, scale: str) -> str:
+    """The wall time of the result committed for ``name`` at ``scale`` (where the package sits in
+    a checkout with ``results/``), as a short string; "-" when none is committed."""
+    from pathlib import Path
+    from .results import Result
+    folder = Path(__file__).resolve().parent.parent / "results" / name / scale
+    if not (folder / "result.json").exists():
+        return "-"
+    try:
+        prov = Result.load(folder).provenance
+    except ValueError:
+        return "-"
+    t = float(prov.get("wall_time_s", 0.0))
+    when = f"{t:.0f} s" if t < 120 else (f"{t / 60:.0f} min" if t < 7200 else f"{t / 3600:.1f} h")
+    return f"{when} on {prov.get('device', '?')}"
+
+
+def _list(pattern: str | None, configs: bool) -> int:
+    """The recipes as a table: name, scales, and the wall time of each committed result."""
+    rows = [r for r in list_recipes() if not pattern or pattern.lower() in (r.name + " " + r.description).lower()]
+    if not rows:
+        print(f"no recipe matches {pattern!r}", file=sys.stderr)
+        return 2
+    width = max(len(r.name) for r in rows)
+    print(f"{'recipe':{width}s}  scales (committed result: its wall time)")
+    for r in rows:
+        times = {sc: _committed_time(r.name, sc) for sc in r.configs}
+        scales = ", ".join(sc if t == "-" else f"{sc} ({t})" for sc, t in times.items())
+        print(f"{r.name:{width}s}  {scales}")
+        print(f"{'':{width}s}  {textwrap.shorten(r.description, 100)}")
+        if configs:
+            for scale, cfg in r.configs.items():
+                print(f"{'':{width}s}    {scale}: {json.dumps(cfg)}")
+    print(f"\n{len(rows)} recipe(s). Run one with: python -m icl_core run <recipe> --scale ci|paper|mid"
+          + ("" if configs else "   (--configs shows every setting)"))
+    return 0
+
+
+def _summary(metrics: dict, limit: int = 8) -> str:
+    """A few scalar metrics, rounded: what a person reads after a run (the rest is in result.json)."""
+    scalars = [(k, v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    shown = ", ".join(f"{k} = {v:.4g}" for k, v in scalars[:limit])
+    more = len(metrics) - min(len(scalars), limit)
+    return shown + (f" (+{more} more in result.json)" if more > 0 else "")
 
 
 def _plot(folder: str, out: str | None) -> int:
@@ -52,8 +99,14 @@ def _plot(folder: str, out: str | None) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m icl_core", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list the recipes and their scales")
-    p_run = sub.add_parser("run", help="run a recipe and save its Result")
+    p_list = sub.add_parser("list", help="list the recipes, their scales and committed results")
+    p_list.add_argument("pattern", nargs="?", help="only recipes whose name or description contains this")
+    p_list.add_argument("--configs", action="store_true", help="show every scale's settings")
+    names = ", ".join(r.name for r in list_recipes())
+    p_run = sub.add_parser("run", help="run a recipe and save its Result",
+                           epilog=textwrap.fill(f"recipes: {names}. Their scales and settings: "
+                                                "python -m icl_core list --configs", 100),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     p_run.add_argument("recipe")
     p_run.add_argument("--scale", default="ci",
                        help=f"{' | '.join(SCALES)}, or an extra scale the recipe lists (e.g. mid)")
@@ -65,6 +118,7 @@ def main(argv=None) -> int:
                        help="replace an existing result in --out (refused otherwise)")
     p_run.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                        help="override a config entry, e.g. --set steps=100")
+    p_run.add_argument("--json", action="store_true", help="print every metric as JSON at the end")
     p_cont = sub.add_parser("continue", help="continue a long run from its committed checkpoint "
                                               "for a time budget (icl_core.long_runs)")
     p_cont.add_argument("long_run", nargs="?", help="its name; leave out to list them")
@@ -106,11 +160,7 @@ def main(argv=None) -> int:
         return 0
 
     if args.cmd == "list":
-        for r in list_recipes():
-            print(f"{r.name}\n    {r.description}")
-            for scale in r.configs:
-                print(f"    {scale:5s} {json.dumps(r.configs[scale])}")
-        return 0
+        return _list(args.pattern, args.configs)
     try:
         get_recipe(args.recipe)
         overrides = _overrides(args.set)
@@ -122,9 +172,12 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(result.metrics, indent=1))
-    print(f"saved to {out}  ({result.provenance['wall_time_s']:.1f} s on "
-          f"{result.provenance['device']})")
+    if args.json:
+        print(json.dumps(result.metrics, indent=1))
+    else:
+        print(_summary(result.metrics))
+    print(f"saved to {out}  ({result.provenance['wall_time_s']:.1f} s on {result.provenance['device']}); "
+          f"draw it with: python -m icl_core plot {out}")
     return 0
 
 

@@ -311,7 +311,7 @@ class PreGDExplorer:
                     "s": W.IntSlider(value=self.s, min=1, max=64, description="s"),
                     "n": W.IntSlider(value=self.n, min=2, max=200, description="n"),
                     "sigma": W.FloatSlider(value=self.sigma, min=0.0, max=2.0, step=0.05, description="sigma")}
-        return _live(self, controls, [["d", "s"], ["n", "sigma"]])
+        return _live(self, controls, [["d", "s"], ["n", "sigma"]], at_most={"s": "d"})
 
 
 class MechanismExplorer:
@@ -355,10 +355,21 @@ class MechanismExplorer:
         return _live(self, controls, [["family", "n"]])
 
 
-def _live(explorer, controls: dict, rows: list[list[str]]):
+def _live(explorer, controls: dict, rows: list[list[str]], at_most: dict | None = None):
     """Controls over the explorer's figure (a PNG in an ``Image`` widget): each change sets
-    the explorer's attribute of the same name and redraws."""
+    the explorer's attribute of the same name and redraws. Sliders update on release, not on
+    every value a drag passes (``continuous_update=False``: one redraw per move).
+    ``at_most``: ``{"s": "d"}`` keeps slider s's maximum at slider d's value (s <= d), so no
+    slider offers a value the explorer would clamp silently."""
     import ipywidgets as W
+    for control in controls.values():
+        if hasattr(control, "continuous_update"):
+            control.continuous_update = False
+    for low, high in (at_most or {}).items():
+        def follow(change, low=low):
+            controls[low].max = change["new"]        # ipywidgets clamps the value to the new max
+        controls[low].max = controls[high].value
+        controls[high].observe(follow, names="value")
     image = W.Image(value=_png(explorer.figure()), format="png")
 
     def redraw(_change):

@@ -63,6 +63,12 @@ def test_cli_list_and_errors(tmp_path):
     bad_scale = cli("run", "foundations.error_vs_context", "--scale", "huge")
     assert bad_scale.returncode == 2 and "scale must be one of" in bad_scale.stderr
     assert "mid" in cli("list").stdout  # a recipe's extra scale (chen.train) is listed
+    only = cli("list", "collins")
+    assert only.returncode == 0 and "collins.figure9" in only.stdout and "zhang" not in only.stdout
+    assert "paper (" in only.stdout                                   # a committed result's wall time
+    assert cli("list", "no-such-recipe").returncode == 2
+    assert "steps" in cli("list", "zhang.training", "--configs").stdout
+    assert "zhang.figure1" in cli("run", "--help").stdout             # run --help names the recipes
     bad_key = cli("run", "foundations.error_vs_context", "--set", "width=3", "--out", str(tmp_path))
     assert bad_key.returncode == 2 and "unknown config keys" in bad_key.stderr
 
@@ -72,6 +78,7 @@ def test_cli_run_writes_provenance(tmp_path):
               "--set", "steps=2", "--set", "n_eval=16", "--set", "d=2", "--set", "d_model=8",
               "--set", "n_layers=1", "--seed", "4")
     assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) <= 3 and "python -m icl_core plot" in out.stdout   # a short summary
     prov = json.loads((tmp_path / "r" / "result.json").read_text())["provenance"]
     assert prov["command"].startswith("python -m icl_core run foundations.error_vs_context")
     assert prov["seeds"] == {"seed": 4}

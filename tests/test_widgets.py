@@ -27,3 +27,13 @@ def test_static_figures():
         fig = e.figure()
         assert isinstance(fig, matplotlib.figure.Figure)
         assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+
+
+def test_sliders_redraw_on_release_and_respect_each_other():
+    box = PreGDExplorer(d=16, s=4, n_prompts=20).widget()
+    d_slider, s_slider = box.children[0].children
+    sliders = [c for row in box.children[:-1] for c in row.children if hasattr(c, "continuous_update")]
+    assert sliders and not any(c.continuous_update for c in sliders)
+    assert s_slider.max == 16
+    d_slider.value = 3                                  # s's range follows d; its value is clamped
+    assert s_slider.max == 3 and s_slider.value == 3
