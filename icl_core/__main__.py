@@ -112,7 +112,8 @@ def main(argv=None) -> int:
                        help=f"{' | '.join(SCALES)}, or an extra scale the recipe lists (e.g. mid)")
     p_run.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, mps")
     p_run.add_argument("--out", default=None,
-                       help="folder for result.json + arrays.npz (default results/<recipe>/<scale>)")
+                       help="folder for result.json + arrays.npz (default $ICL_BOOK_RESULTS or ./results, "
+                            "then <recipe>/<scale>: where the notebooks look first)")
     p_run.add_argument("--seed", type=int, default=None)
     p_run.add_argument("--overwrite", action="store_true",
                        help="replace an existing result in --out (refused otherwise)")
@@ -166,7 +167,8 @@ def main(argv=None) -> int:
         overrides = _overrides(args.set)
         if args.seed is not None:
             overrides["seed"] = args.seed
-        out = args.out or f"results/{args.recipe}/{args.scale}"
+        from .committed import write_root
+        out = args.out or str(write_root() / args.recipe / args.scale)
         result = run(args.recipe, args.scale, device=args.device, out=out, command=command,
                      overwrite=args.overwrite, **overrides)
     except ValueError as err:
