@@ -13,7 +13,7 @@ from ..results import Result
 from ..tasks import LinearRegression
 from ..theory.linear import ols_excess_risk
 from ..training import Curriculum, train
-from ..claims import Check, Claim, all_of, budget, computed, converged, declare, tenths
+from ..claims import Check, Claim, all_of, beats, budget, computed, converged, declare, tenths
 from . import register, register_page
 
 GARG_STANDARD = dict(d_model=256, n_layers=12, n_heads=8)
@@ -95,6 +95,17 @@ declare(Claim(
     all_of(converged("train_tenths", 0.05), budget("train_steps", 500_000)), setting=_GARG_SETTING,
     reduced={"ci": _GARG_CI}))
 
+declare(Claim(
+    "foundations.matches_ols_mid", "foundations/experiments", GARG, "Fig. 2",
+    "when trained on random instances of linear regression, the models' predictions are very similar to those of "
+    "ordinary least squares",
+    lambda v: Check(v["mid_transformer_at_2d"] < OLS_MARGIN,
+                    f"error/d at n = 2d: transformer {v['mid_transformer_at_2d']:.4f} vs OLS {v['mid_ols_at_2d']:.0e} "
+                    f"(margin {OLS_MARGIN}); 3-NN {v['mid_3-nn_at_2d']:.2f}, averaging {v['mid_averaging_at_2d']:.2f}"),
+    all_of(converged("mid_train_tenths", 0.05),
+           beats("mid_transformer_at_2d", "mid_averaging_at_2d", "averaging (the initial plateau ignores x)", 0.5)),
+    setting=_GARG_SETTING, source="foundations.error_vs_context/mid",
+    reduced={"mid": "d = 5, a 4-layer width-64 4-head transformer, 40,000 steps at batch 64, Adam 3e-4 (a CPU run)"}))
 declare(Claim(
     "foundations.ols_risk", "foundations/theory", "classical (the setup's baseline)", "OLS risk",
     "E risk of OLS = sigma^2 d / (n - d - 1) for n > d + 1 (Gaussian design)",
