@@ -277,6 +277,17 @@ def write_report(out: Path = REPORT) -> Path:
             f"`{pv.get('command', '')}`")) + " |")
     if not committed:
         lines.append("| (none yet) | | | | | |")
+    lines += ["", "## How each page was executed", "",
+              "Each page ran once under papermill at the scale shown (the pages show its outputs); the executed "
+              "notebooks, outputs included, can be downloaded here.", "",
+              "| page | scale | wall time | executed notebook |", "|---|---|---|---|"]
+    for src in notebooks():
+        stamp = _stamp(src)
+        meta = json.loads(stamp.read_text()) if stamp.exists() else {}
+        link = (f"{{download}}`{rel(src)}.ipynb <{os.path.relpath(executed_path(src), out.parent)}>`"
+                if executed_path(src).exists() else "not executed")
+        lines.append(f"| {rel(src)} | {meta.get('scale', '-')} | "
+                     f"{meta['seconds']:.0f} s | {link} |" if meta else f"| {rel(src)} | - | - | {link} |")
     out.write_text("\n".join(lines) + "\n")
     return out
 
