@@ -24,6 +24,9 @@ from ..validation import check_choice, check_float, check_int
 ACTIVATIONS = ("linear", "relu", "exp", "softmax")
 
 
+EXP_CLAMP = 10.0
+
+
 def _scores(S: torch.Tensor, activation: str) -> torch.Tensor:
     # S: (B, n, T) = (B x_i)^T (C x_j), sources i on dim 1
     if activation == "linear":
@@ -31,9 +34,9 @@ def _scores(S: torch.Tensor, activation: str) -> torch.Tensor:
     if activation == "relu":
         return S.clamp(min=0)
     if activation == "exp":
-        # overflow guard (the authors' code rescales Z instead): scores above 10 are rare and
-        # only appear when training blows up the covariates through A; exact below
-        return torch.exp(S.clamp(max=10.0))
+        # overflow guard (the authors' code rescales Z instead): exact below EXP_CLAMP; above it
+        # the gradient is zero, so KernelTransformer.clamped_share measures how often it acts
+        return torch.exp(S.clamp(max=EXP_CLAMP))
     return torch.softmax(S, dim=1)
 
 
@@ -61,7 +64,20 @@ class KernelTransformer(InContextModel):
         self.config = dict(d=d, n_layers=L, activations=self.activations, fix_A=fix_A,
                            init_std=init_std)
 
-    def layers(self, x: torch.Tensor, y: torch.Tensor, n_context: int, query_labels: bool = False):
+    def clamped_share(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> float:
+        """The share of exp-head scores ``(B x_i)^T (C x_j)`` above ``EXP_CLAMP`` over every layer
+        on these prompts: where the guard acts, the score is flat and passes no gradient (0.0 for
+        a model without exp heads)."""
+        scores = []
+        with torch.no_grad():
+            for _ in self.layers(x, y, n_context, scores=scores):
+                pass
+        if not scores:
+            return 0.0
+        return float(sum((S > EXP_CLAMP).sum().item() for S in scores) / sum(S.numel() for S in scores))
+
+    def layers(self, x: torch.Tensor, y: torch.Tensor, n_context: int, query_labels: bool = False,
+               scores: list | None = None):
         """Yield the label row after each layer: ``(B, T)`` tensors (for per-layer read-outs).
 
         ``query_labels=True`` starts the queries' label slots at their true labels instead of 0
@@ -74,6 +90,8 @@ class KernelTransformer(InContextModel):
             dX, dY = 0.0, 0.0
             for h, act in enumerate(self.activations):
                 S = (X[:, :n] @ self.B[l, h].T) @ (X @ self.C[l, h].T).transpose(1, 2)   # (B, n, T)
+                if scores is not None and act == "exp":
+                    scores.append(S.detach())
                 Phi = _scores(S, act)
                 if self.normalize[h]:
                     Phi = Phi / n

@@ -30,7 +30,8 @@ def dist_to_identity(M: torch.Tensor) -> float:
 
 def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, tag=0, trace=None):
     """Train ``seeds`` models (one batched call) on GP(data_kernel) prompts with n examples;
-    return (models, per-seed test losses, fit)."""
+    return (models, per-seed test losses, fit, the largest share of exp scores the overflow
+    guard clamps on the test prompts)."""
     task = GPTask(5, data_kernel, seed=cfg["seed"])
     pool = PoolSampler(task, cfg["batch_size"], n + 1, cfg["pool"], seed=derive_seed(cfg["seed"], tag, n))
     torch.manual_seed(derive_seed(cfg["seed"], tag, n, depth))
@@ -41,7 +42,8 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
     test = task.sample(cfg["test_prompts"], n + 1, seed=derive_seed(cfg["seed"], 99, n))
     with torch.no_grad():
         losses = [float(((m.cpu()(test.x, test.y, n) - test.y[:, n:]) ** 2).mean()) for m in models]
-    return models, np.array(losses), fit
+    clamped = max(m.clamped_share(test.x, test.y, n) for m in models)        # the exp guard at work
+    return models, np.array(losses), fit, clamped
 
 
 def bayes_loss(cfg, data_kernel, n) -> float:
@@ -53,15 +55,17 @@ def bayes_loss(cfg, data_kernel, n) -> float:
     return float(((pred - test.y[:, n].double()) ** 2).mean())
 
 
-def _depth_sweep(cfg, kernel, n, activations, depths, device, tag) -> tuple[np.ndarray, list]:
-    """Log test losses ``(len(depths), seeds)`` of models with these heads at each depth, and
-    the :func:`~icl_core.claims.tenths` of each depth's training loss (the convergence gate)."""
-    logs, tails = [], []
+def _depth_sweep(cfg, kernel, n, activations, depths, device, tag) -> tuple[np.ndarray, list, list]:
+    """Log test losses ``(len(depths), seeds)`` of models with these heads at each depth, the
+    :func:`~icl_core.claims.tenths` of each depth's training loss (the convergence gate), and
+    the share of exp scores clamped at each depth (:meth:`KernelTransformer.clamped_share`)."""
+    logs, tails, clamped = [], [], []
     for L in depths:
-        _, losses, fit = _train_eval(cfg, kernel, n, activations, L, device, tag=tag)
+        _, losses, fit, share = _train_eval(cfg, kernel, n, activations, L, device, tag=tag)
         logs.append(np.log(losses))
         tails.append(tenths(fit.losses))
-    return np.array(logs), tails
+        clamped.append(share)
+    return np.array(logs), tails, clamped
 
 
 COMMON_CI = dict(seeds=2, batch_size=256, pool=20, steps=200, lr=0.01, test_prompts=2000, seed=0)
@@ -86,7 +90,7 @@ def figure1_recipe(cfg, device) -> Result:
         for act in cfg["activations"]:
             logs, tails = [], []
             for n in cfg["ns"]:
-                _, losses, fit = _train_eval(cfg, kernel, n, [act], cfg["depth"], device, tag=1)
+                _, losses, fit, _ = _train_eval(cfg, kernel, n, [act], cfg["depth"], device, tag=1)
                 logs.append(np.log(losses))
                 tails.append(tenths(fit.losses))
             arrays[f"{kernel}/{act}"] = np.array(logs)          # (n, seeds) natural log
@@ -115,7 +119,9 @@ def figure2_recipe(cfg, device) -> Result:
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, n))
         for act in cfg["activations"]:
-            logs, metrics[f"{kernel}_{act}_tenths"] = _depth_sweep(cfg, kernel, n, [act], cfg["depths"], device, tag=2)
+            logs, metrics[f"{kernel}_{act}_tenths"], clamped = _depth_sweep(cfg, kernel, n, [act], cfg["depths"],
+                                                                            device, tag=2)
+            metrics[f"{kernel}_{act}_clamped_share"] = clamped
             arrays[f"{kernel}/{act}"] = logs
             metrics[f"{kernel}_{act}_log_loss"] = logs.mean(1).tolist()
         metrics[f"{kernel}_log_bayes"] = float(np.log(arrays[f"{kernel}/bayes"]))
@@ -150,7 +156,7 @@ def figure3_recipe(cfg, device) -> Result:
                 out.append(row)
             return out
         for fix_A in (True, False):
-            _, losses, fit = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
+            _, losses, fit, _ = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
                                          fix_A=fix_A, tag=3, trace=dists)
             key = f"{kernel}_{act}_{'A0' if fix_A else 'Afree'}"
             traj = np.array([v for _, v in fit.trace])          # (S, seeds, matrices)
@@ -176,8 +182,9 @@ def figure4_recipe(cfg, device) -> Result:
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, cfg["n"]))
         for name, acts in models.items():
-            logs, metrics[f"{kernel}_{name}_tenths"] = _depth_sweep(cfg, kernel, cfg["n"], acts, cfg["depths"],
-                                                                    device, tag=4)
+            logs, metrics[f"{kernel}_{name}_tenths"], clamped = _depth_sweep(cfg, kernel, cfg["n"], acts,
+                                                                             cfg["depths"], device, tag=4)
+            metrics[f"{kernel}_{name}_clamped_share"] = clamped
             arrays[f"{kernel}/{name}"] = logs
             metrics[f"{kernel}_{name}_log_loss"] = logs.mean(1).tolist()
         metrics[f"{kernel}_log_bayes"] = float(np.log(arrays[f"{kernel}/bayes"]))
