@@ -162,3 +162,14 @@ def test_draw_runs_of_a_sampler_that_overrides_draw():
     for k, s in enumerate((3, 4)):
         xk, yk, _ = t.draw(Streams.from_seed(s), 6, 7)
         assert torch.equal(x[k], xk) and torch.equal(y[k], yk)
+
+
+def test_clamped_share_counts_the_exp_guard():
+    x = torch.randn(8, 11, 5, generator=torch.Generator().manual_seed(0))
+    y = torch.randn(8, 11, generator=torch.Generator().manual_seed(1))
+    m = KernelTransformer(5, 2, ["exp", "linear"])
+    assert m.clamped_share(x, y, 10) == 0.0                      # small init: exact everywhere
+    with torch.no_grad():
+        m.B.mul_(100.0); m.C.mul_(100.0)
+    assert 0.0 < m.clamped_share(x, y, 10) < 1.0
+    assert KernelTransformer(5, 2, ["relu"]).clamped_share(x, y, 10) == 0.0   # no exp head
