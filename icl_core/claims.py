@@ -22,6 +22,10 @@ A notebook computes its numbers into a :class:`~icl_core.records.Records` and en
 ``assess(rec, "<chapter>/<notebook>", scale)``, which evaluates every claim declared for that
 notebook, stores the rows in the records (for the tests and the generated report) and shows
 them as a table. Tests and report read the same declarations: one threshold per claim.
+
+Orderings ("||M|| increases with L") are judged against the seed spread with :func:`trend`:
+neighbours closer than two standard errors are a tie, and :func:`trends_decided` is the gate
+that makes a run whose groups cannot be ordered inconclusive rather than a finding.
 """
 from __future__ import annotations
 
