@@ -1,7 +1,6 @@
 """The one rule that finds committed results (icl_core.committed), as a reader outside the
 checkout has it: the working directory first, then a download cached on disk."""
 import numpy as np
-import pytest
 
 from icl_core import committed
 from icl_core.results import Result
