@@ -90,6 +90,8 @@ def test_records_store_claim_rows(tmp_path):
     rec["a"] = 1
     rec.set_claims([{"id": "p.c1", "verdict": "v", "measured": "m"}])
     assert set(Records.read_claims(tmp_path / "r.json")) == {"p.c1"} and Records.read(tmp_path / "r.json") == {"a": 1}
+    rec["groups"] = {"by L": 1, "by sigma": 2, "by n": 3}          # read back in the order recorded
+    assert list(Records.read(tmp_path / "r.json")["groups"]) == ["by L", "by sigma", "by n"]
 
 
 def test_results_are_saved_as_a_unit_and_damage_is_named(tmp_path):
