@@ -77,6 +77,8 @@ GARG = "Garg et al. (2022), as Zhang et al. report it"
 OLS_MARGIN = 0.05      # error / d at n = 2d that counts as "very similar" to OLS (which is 0 there)
 _GARG_SETTING = "d = 20, 12-layer width-256 GPT-2, batch 64, Adam 1e-4, 500k steps with curriculum, noiseless"
 _GARG_CI = "d = 5, a 3-layer width-64 transformer, 2,500 steps, no curriculum"
+_MATCHES_OLS = ("when trained on random instances of linear regression, the models' predictions are very similar to "
+                "those of ordinary least squares")
 declare(Claim(
     "foundations.beats_local", "foundations/experiments", GARG, "Fig. 2",
     "they showed that transformers can in-context learn ... showing that by training on differently-structured "
@@ -87,8 +89,7 @@ declare(Claim(
     converged("train_tenths", 0.05), setting=_GARG_SETTING, reduced={"ci": _GARG_CI}, ci_holds=True))
 declare(Claim(
     "foundations.matches_ols", "foundations/experiments", GARG, "Fig. 2",
-    "when trained on random instances of linear regression, the models' predictions are very similar to those of "
-    "ordinary least squares",
+    _MATCHES_OLS,
     lambda v: Check(v["transformer_at_2d"] < OLS_MARGIN,
                     f"error/d at n = 2d: transformer {v['transformer_at_2d']:.3f} vs OLS {v['ols_at_2d']:.0e} "
                     f"(margin {OLS_MARGIN})"),
@@ -97,8 +98,7 @@ declare(Claim(
 
 declare(Claim(
     "foundations.matches_ols_mid", "foundations/experiments", GARG, "Fig. 2",
-    "when trained on random instances of linear regression, the models' predictions are very similar to those of "
-    "ordinary least squares",
+    _MATCHES_OLS,
     lambda v: Check(v["mid_transformer_at_2d"] < OLS_MARGIN,
                     f"error/d at n = 2d: transformer {v['mid_transformer_at_2d']:.4f} vs OLS {v['mid_ols_at_2d']:.0e} "
                     f"(margin {OLS_MARGIN}); 3-NN {v['mid_3-nn_at_2d']:.2f}, averaging {v['mid_averaging_at_2d']:.2f}"),
