@@ -10,9 +10,9 @@ STAMP := $(VENV)/.installed-stamp
 # pip on this machine kind prints a warning per package about local wheel folders; hide only those
 QUIET_PIP := grep -v "is neither a file nor a directory" || true
 
-.PHONY: setup book test check-html sync bench clean help
+.PHONY: setup book test check-html check-colab sync bench clean help
 help:
-	@sed -n '2,3p' Makefile; echo "  make check-html  check the built pages in headless Chromium (screenshots in _build/screenshots)"; echo "  make sync        regenerate the .ipynb twins the Colab buttons open"; echo "  make bench       speed ratios (benchmarks/run.py), saved to benchmarks/results/"
+	@sed -n '2,3p' Makefile; echo "  make check-html  check the built pages in headless Chromium (screenshots in _build/screenshots)"; echo "  make check-colab run the .ipynb twins as a Colab reader has them (wheel, fresh venv, empty folder)"; echo "  make sync        regenerate the .ipynb twins the Colab buttons open"; echo "  make bench       speed ratios (benchmarks/run.py), saved to benchmarks/results/"
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: setup
 check-html:
 	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first"; exit 1; }
 	@$(BIN)/python scripts/check_html.py
+
+check-colab: setup
+	@test -d _build/executed || { echo "no _build/executed: run 'make book' first"; exit 1; }
+	@$(BIN)/python scripts/colab_check.py
 
 sync: setup
 	@$(BIN)/python scripts/book.py sync

@@ -15,6 +15,7 @@ The CLI writes to the first of 1 and 2, so a run's result is found by the next l
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -24,9 +25,33 @@ from pathlib import Path
 
 from .results import Result
 
-REPOSITORY = "https://github.com/icl-book/icl-book"
-RAW_RESULTS = "https://raw.githubusercontent.com/icl-book/icl-book/main/results"
+REPOSITORY = "https://github.com/icl-book/icl-book"      # = _config.yml's repository url (tested)
 FILES = ("result.json", "arrays.npz")
+INDEX = "index.json"        # {recipe: [folder, ...]} of the committed results (tested in sync)
+
+
+def installed_from() -> tuple[str, str | None]:
+    """``(repository url, commit)`` the package was installed from: what pip recorded for a
+    ``git+URL@REF`` install (the Colab install cell), else ``(REPOSITORY, None)``."""
+    try:
+        from importlib.metadata import distribution
+        info = json.loads(distribution("icl_core").read_text("direct_url.json") or "null")
+    except Exception:          # not installed as a distribution (a checkout on sys.path)
+        info = None
+    if info and "vcs_info" in info:
+        return info["url"].removesuffix(".git"), info["vcs_info"].get("commit_id")
+    return REPOSITORY, None
+
+
+def results_url() -> str:
+    """Where the published results are downloaded from: ``$ICL_BOOK_RESULTS_URL``, else the
+    ``results/`` of the commit the package was installed from (``main`` when unknown)."""
+    env = os.environ.get("ICL_BOOK_RESULTS_URL")
+    if env:
+        return env.rstrip("/")
+    url, commit = installed_from()
+    raw = url.replace("https://github.com/", "https://raw.githubusercontent.com/")
+    return f"{raw}/{commit or 'main'}/results"
 
 
 def checkout_root() -> Path | None:
@@ -54,15 +79,19 @@ def roots() -> list[Path]:
     return out
 
 
-def _download(recipe: str, folder: str) -> Path | None:
-    """Fetch ``result.json`` and ``arrays.npz`` of ``recipe/folder`` into the cache (once)."""
+def _download(recipe: str, folder: str, files=FILES) -> Path | None:
+    """Fetch ``files`` of ``recipe/folder`` into the cache (once)."""
     target = cache_root() / recipe / folder
-    if all((target / f).exists() for f in FILES):
+    if all((target / f).exists() for f in files):
         return target
-    base = os.environ.get("ICL_BOOK_RESULTS_URL", RAW_RESULTS).rstrip("/")
+    base = results_url()
     tmp = Path(tempfile.mkdtemp(prefix=".download-", dir=_ensure(cache_root())))
     try:
-        for f in FILES:
+        if target.is_dir():                  # keep what an earlier download of other files left
+            shutil.copytree(target, tmp, dirs_exist_ok=True)
+        for f in files:
+            if (tmp / f).exists():
+                continue
             with urllib.request.urlopen(f"{base}/{recipe}/{folder}/{f}", timeout=30) as src:
                 (tmp / f).write_bytes(src.read())
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -80,21 +109,22 @@ def _ensure(path: Path) -> Path:
     return path
 
 
-def find(recipe: str, folder: str, download: bool | None = None) -> Path | None:
+def find(recipe: str, folder: str, download: bool | None = None, files=FILES) -> Path | None:
     """The folder of the committed result ``recipe/folder`` (e.g. ``"collins.figure1",
     "paper"``) by the lookup order above, or None when no root has it.
 
     ``download``: None (default) downloads only when the package is not in a checkout; False
-    never; True always tries."""
+    never; True always tries. ``files``: what the folder must hold (a Result's two files; a
+    long run's ``("state.pt", "progress.json")``)."""
     for root in roots():
-        if (root / recipe / folder / "result.json").exists():
+        if (root / recipe / folder / files[0]).exists():
             return root / recipe / folder
     cached = cache_root() / recipe / folder
-    if all((cached / f).exists() for f in FILES):
+    if all((cached / f).exists() for f in files):
         return cached
     if download is None:
         download = checkout_root() is None
-    return _download(recipe, folder) if download else None
+    return _download(recipe, folder, tuple(files)) if download else None
 
 
 def load(recipe: str, folder: str, download: bool | None = None) -> Result | None:
@@ -116,5 +146,53 @@ def missing(recipe: str, folder: str, command: str, minutes: str) -> str:
     """What a page prints for a result it lacks: what is missing here, and how to get it."""
     where = ", ".join(str(r) for r in roots())
     return (f"No result {recipe}/{folder} here (looked in {where}"
-            f"{'' if checkout_root() else ' and ' + RAW_RESULTS}). To make it ({minutes}):\n"
+            f"{'' if checkout_root() else ' and ' + results_url()}). To make it ({minutes}):\n"
             f"    {command}\nwhich writes {write_root() / recipe / folder}/, where this page looks first.")
+
+
+def local_index(root: Path) -> dict[str, list[str]]:
+    """``{recipe: [folder, ...]}`` of the results saved under ``root`` (a Result's
+    ``result.json`` or a long run's ``state.pt`` present)."""
+    out: dict[str, list[str]] = {}
+    for folder in sorted(p.parent for p in Path(root).glob("*/*/*") if p.name in ("result.json", "state.pt")):
+        names = out.setdefault(folder.parent.name, [])
+        if folder.name not in names:
+            names.append(folder.name)
+    return out
+
+
+def write_index(root: Path) -> Path:
+    """Write ``root/index.json`` (what a reader without the checkout can list and download)."""
+    path = Path(root) / INDEX
+    path.write_text(json.dumps(local_index(root), indent=1) + "\n")
+    return path
+
+
+def published_index(download: bool | None = None) -> dict[str, list[str]]:
+    """The published ``index.json`` (cached beside the downloads); {} when it cannot be had."""
+    cached = cache_root() / INDEX
+    if not cached.exists():
+        if download is None:
+            download = checkout_root() is None
+        if not download:
+            return {}
+        try:
+            with urllib.request.urlopen(f"{results_url()}/{INDEX}", timeout=30) as src:
+                _ensure(cache_root())
+                cached.write_bytes(src.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return {}
+    try:
+        return json.loads(cached.read_text())
+    except ValueError:
+        return {}
+
+
+def folders(recipe: str, download: bool | None = None) -> list[str]:
+    """The folders of ``recipe`` a reader can load: every local root's, and (outside a
+    checkout) the published index's."""
+    names = set()
+    for root in roots():
+        names.update(local_index(root).get(recipe, []) if root.is_dir() else [])
+    names.update(published_index(download).get(recipe, []))
+    return sorted(names)

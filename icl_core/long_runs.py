@@ -164,7 +164,10 @@ def expand_compact(folder: Path, mode: str, device) -> dict:
 
 
 def load_state(folder: str | Path) -> dict | None:
-    """``{"step", "losses" (steps, K), "progress"}`` of a committed long run, or None."""
+    """``{"step", "losses" (steps, K), "progress"}`` of a committed long run, or None (also
+    for ``folder=None``, what :func:`icl_core.committed.find` returns when it has none)."""
+    if folder is None:
+        return None
     folder = Path(folder)
     if not (folder / "state.pt").exists():
         return None

@@ -3,11 +3,23 @@
 Each explorer is a plain ipywidgets layout whose sliders ``observe`` a redraw of a PNG in
 an ``Image`` widget (no ``interact``, no ``Output`` widget: under nbclient those can stall
 a cell for its whole timeout, see ``shared/specs/toolchain.md``). Each also exposes
-``figure()`` for the static view shown in the HTML book, where no kernel runs.
+``figure()`` (the figure at its current settings) and ``show()``, the one call a page makes:
+an object that displays as the live widget where a kernel runs (Jupyter, Colab) and, where
+none does (the HTML book), as a static player: the figure precomputed over a small grid of
+each control's values (the explorer's ``STATIC``), with sliders that swap the frames in the
+browser. The grid is drawn only when ``ICL_BOOK_STATIC_PLAYER=1`` (set by the book's build);
+elsewhere the static part is the current figure alone, so a reader's kernel does not pay for it.
 """
 from __future__ import annotations
 
+import base64
+import copy
+import hashlib
+import html
 import io
+import itertools
+import json
+import os
 from functools import partial
 
 import matplotlib.pyplot as plt
@@ -18,9 +30,119 @@ from .evaluation import error_vs_context
 from .plotting import error_curves
 from .tasks import LinearRegression
 from .theory.linear import ols_excess_risk
+from .theory.synthesis import FAMILIES
+
+STATIC_ENV = "ICL_BOOK_STATIC_PLAYER"
+VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+PLAYER_DPI = 72          # frames of the static player: small PNGs (about 30-60 KB each)
 
 
-class BaselineExplorer:
+class _Explorer:
+    """What every explorer shares: ``show()`` and the static player over ``STATIC``."""
+
+    STATIC: dict = {}            # control name -> the values the static player offers
+
+    def show(self, static: bool | None = None) -> "Shown":
+        """The one call a page makes: displays as the live widget in Jupyter or Colab and as
+        the static player in the HTML book (``static``: draw the player's frames; default:
+        when the environment variable ``ICL_BOOK_STATIC_PLAYER`` is ``1``)."""
+        if static is None:
+            static = os.environ.get(STATIC_ENV) == "1"
+        return Shown(self, bool(static))
+
+    def frames(self) -> tuple[dict, dict]:
+        """``(grid, frames)``: the ``STATIC`` grid, with each control starting at the grid
+        value nearest the explorer's setting, and ``{"i,j,...": png bytes}`` for every
+        combination of grid indices (the explorer itself is left as it was)."""
+        if not self.STATIC:
+            raise ValueError(f"{type(self).__name__} has no STATIC grid to precompute")
+        grid = {name: list(values) for name, values in self.STATIC.items()}
+        frames = {}
+        for combo in itertools.product(*(range(len(v)) for v in grid.values())):
+            copy_ = copy.copy(self)
+            for (name, values), i in zip(grid.items(), combo):
+                setattr(copy_, name, values[i])
+            frames[",".join(map(str, combo))] = _png(copy_.figure(), dpi=PLAYER_DPI)
+        return grid, frames
+
+    def start(self, grid: dict) -> list[int]:
+        """Indices into each grid list nearest this explorer's settings (the first frame)."""
+        out = []
+        for name, values in grid.items():
+            now = getattr(self, name)
+            if isinstance(now, str) or isinstance(values[0], str):
+                out.append(values.index(now) if now in values else 0)
+            else:
+                out.append(int(np.argmin([abs(float(v) - float(now)) for v in values])))
+        return out
+
+
+class Shown:
+    """An explorer on a page: ``_repr_mimebundle_`` offers the live widget (Jupyter and
+    Colab pick it) and ``text/html`` (the HTML book picks it: the static player, or the
+    current figure when ``static`` is False), so the figure appears once everywhere."""
+
+    def __init__(self, explorer: _Explorer, static: bool):
+        self.explorer, self.static = explorer, static
+
+    def html(self) -> str:
+        """The ``text/html`` part: a self-contained player (sliders and menus over the
+        precomputed frames, a few lines of JavaScript) or one ``<img>``."""
+        name = type(self.explorer).__name__
+        if not self.static:
+            data = base64.b64encode(_png(self.explorer.figure())).decode()
+            return f'<img class="icl-explorer" alt="{name} at its default setting" src="data:image/png;base64,{data}"/>'
+        return player_html(name, *self.explorer.frames(), self.explorer.start(dict(self.explorer.STATIC)))
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = {"text/plain": f"<{type(self.explorer).__name__}: run the notebook for the live explorer>"}
+        try:
+            widget = self.explorer.widget()
+        except ImportError:           # no ipywidgets: the static part alone
+            widget = None
+        if widget is not None:      # ipywidgets 8 has _repr_mimebundle_; 7 (Colab's) has the model id
+            view = (widget._repr_mimebundle_() if hasattr(widget, "_repr_mimebundle_") else
+                    {VIEW_MIME: {"version_major": 2, "version_minor": 0, "model_id": widget._model_id}})
+            bundle.update({k: v for k, v in view.items() if k != "text/plain"})
+        bundle["text/html"] = self.html()
+        return bundle
+
+
+def player_html(name: str, grid: dict, frames: dict, start: list[int]) -> str:
+    """A static player: one range slider per numeric control and one menu per text control,
+    over ``frames`` (``{"i,j,...": png}``), starting at the indices ``start``; moving a control
+    shows the frame of the new combination. No kernel, no network: the frames are data URIs."""
+    uid = "icl-player-" + hashlib.sha1(f"{name}{sorted(frames)}".encode()).hexdigest()[:8]
+    controls = []
+    for k, (cname, values) in enumerate(grid.items()):
+        label = html.escape(cname.replace("_", " "))
+        if isinstance(values[0], str):
+            options = "".join(f'<option value="{i}"{" selected" if i == start[k] else ""}>{html.escape(v)}</option>'
+                              for i, v in enumerate(values))
+            controls.append(f'<label>{label} <select data-k="{k}">{options}</select></label>')
+        else:
+            controls.append(f'<label>{label} <input type="range" data-k="{k}" min="0" max="{len(values) - 1}" '
+                            f'step="1" value="{start[k]}"/> <output>{values[start[k]]:g}</output></label>')
+    data = {key: "data:image/png;base64," + base64.b64encode(png).decode() for key, png in frames.items()}
+    labels = [[v if isinstance(v, str) else f"{v:g}" for v in values] for values in grid.values()]
+    first = ",".join(map(str, start))
+    shape = " x ".join(str(len(v)) for v in grid.values())
+    return (f'<div class="icl-player" id="{uid}" data-frames="{len(frames)}">'
+            f'<div class="icl-player-controls">{" ".join(controls)}</div>'
+            f'<img class="icl-player-frame" alt="{html.escape(name)}, precomputed" src="{data[first]}"/>'
+            f'<p class="icl-player-note">Precomputed when the book was built ({len(frames)} frames: {shape} '
+            f'values). Open the notebook (Colab button above) for the live explorer over every value.</p>'
+            f'<script>(function(){{const root=document.getElementById("{uid}");'
+            f'const frames={json.dumps(data)};const labels={json.dumps(labels)};'
+            f'const controls=[...root.querySelectorAll("[data-k]")];const img=root.querySelector("img");'
+            f'function update(){{const key=controls.map(c=>c.value).join(",");'
+            f'controls.forEach(c=>{{const o=c.parentElement.querySelector("output");'
+            f'if(o)o.textContent=labels[+c.dataset.k][+c.value];}});img.src=frames[key];}}'
+            f'controls.forEach(c=>{{c.addEventListener("input",update);c.addEventListener("change",update);}});'
+            f'}})();</script></div>')
+
+
+class BaselineExplorer(_Explorer):
     """Error of OLS, ridge (the posterior mean), 3-NN and averaging against the number of
     examples, for Gaussian linear regression in dimension ``d`` with label noise ``sigma``;
     the dashed line is the exact OLS risk ``sigma^2 + sigma^2 d/(n-d-1)`` (divided by d).
@@ -28,6 +150,8 @@ class BaselineExplorer:
     Args:
         d, noise, n_max: initial slider values. n_prompts: Monte Carlo prompts per redraw.
     """
+
+    STATIC = {"d": [2, 5, 10, 20], "noise": [0.0, 0.5, 1.0]}
 
     def __init__(self, d: int = 5, noise: float = 0.5, n_max: int = 30, n_prompts: int = 400,
                  seed: int = 0):
@@ -65,7 +189,7 @@ class BaselineExplorer:
         return _live(self, controls, [["d", "n_max", "noise"]])
 
 
-class LSAExplorer:
+class LSAExplorer(_Explorer):
     """Zhang et al.'s trained LSA, ``y_hat = x_q^T (kappa I) (1/M) sum y_i x_i`` with the kappa
     its training distribution gives (identity: N/(N+d+1); Exp(1) random diagonal:
     2/(6+(2d+10)/N)), tested on identity or c * diag(Exp(1)) covariances.
@@ -75,6 +199,8 @@ class LSAExplorer:
     against the true labels at the chosen M: under covariate scaling the slope is about
     kappa * c (times E lambda^2 / E lambda = 2 for Exp(1)) instead of 1.
     """
+
+    STATIC = {"N": [5, 20, 80], "c": [1.0, 4.0, 9.0], "test": ["identity", "random"]}
 
     def __init__(self, d: int = 5, N: int = 20, M: int = 40, c: float = 1.0,
                  train: str = "random", test: str = "random", n_prompts: int = 2000, seed: int = 0):
@@ -144,7 +270,7 @@ class LSAExplorer:
         return _live(self, controls, [["N", "M", "c"], ["train", "test"]])
 
 
-class WindowExplorer:
+class WindowExplorer(_Explorer):
     """Collins et al.'s softmax unit as a nearest-neighbour smoother on the circle (d = 2).
 
     A two-piece ReLU task of Lipschitz constant L, n noisy context points, and the unit with
@@ -153,6 +279,8 @@ class WindowExplorer:
     (bars, right axis) and the unit's estimate around the whole circle. Right: the loss, its
     bias and noise parts against w, with w* marked.
     """
+
+    STATIC = {"L": [0.3, 1.0, 2.0, 5.0], "n": [15, 60, 200]}
 
     def __init__(self, L: float = 1.0, sigma: float = 0.3, n: int = 40, seed: int = 0,
                  num_tasks: int = 800):
@@ -211,11 +339,13 @@ class WindowExplorer:
         return _live(self, controls, [["L", "sigma", "n"]])
 
 
-class FunctionalGDExplorer:
+class FunctionalGDExplorer(_Explorer):
     """Cheng et al.'s functional gradient descent on the circle (d = 2): a GP draw with the
     data kernel (on a fine grid and at n context points, jointly), functional GD in the RKHS
     of the activation's kernel with step 1/lambda_max for L steps (= an L-layer transformer,
     Proposition 3.1), and the Bayes predictor (the GP posterior mean), along the circle."""
+
+    STATIC = {"data_kernel": ["relu", "exp"], "activation": ["linear", "relu", "exp"], "depth": [1, 5, 50]}
 
     def __init__(self, data_kernel: str = "exp", activation: str = "exp", depth: int = 3,
                  n: int = 8, seed: int = 0):
@@ -263,11 +393,13 @@ class FunctionalGDExplorer:
         return _live(self, controls, [["data_kernel", "activation"], ["depth", "n"]])
 
 
-class PreGDExplorer:
+class PreGDExplorer(_Explorer):
     """Chen et al.'s pre-GD against plain GD and ridge on sparse regression: excess risk
     ``||w_hat - w*||^2`` against the number of GD steps, each method at its best step size on
     the paper's grid (lowest mean risk over the steps) and ridge at its best lambda (a flat
     line), for ``d``, ``s`` nonzeros (Gaussian), ``n`` examples and noise ``sigma``."""
+
+    STATIC = {"s": [1, 4, 16], "n": [5, 10, 40], "sigma": [0.1, 1.0]}
 
     def __init__(self, d: int = 16, s: int = 4, n: int = 10, sigma: float = 0.1,
                  n_prompts: int = 400, seed: int = 0):
@@ -314,11 +446,13 @@ class PreGDExplorer:
         return _live(self, controls, [["d", "s"], ["n", "sigma"]], at_most={"s": "d"})
 
 
-class MechanismExplorer:
+class MechanismExplorer(_Explorer):
     """The synthesis chapter's explorer: one prompt of a task family with ``n`` examples, and
     the prediction of each mechanism's constructed counterpart (and the references) at 24
     query points, against the true labels (sorted). Counterparts are tuned for this family and
     n on separate prompts (:class:`icl_core.theory.synthesis.Counterparts`)."""
+
+    STATIC = {"family": list(FAMILIES), "n": [4, 10, 30]}
 
     def __init__(self, family: str = "sparse", n: int = 10, d: int = 8, seed: int = 0):
         self.family, self.n, self.d, self.seed = family, n, d, seed
@@ -382,8 +516,8 @@ def _live(explorer, controls: dict, rows: list[list[str]], at_most: dict | None 
     return W.VBox([*(W.HBox([controls[n] for n in row]) for row in rows), image])
 
 
-def _png(fig) -> bytes:
+def _png(fig, dpi=None) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
     return buf.getvalue()

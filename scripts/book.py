@@ -3,6 +3,8 @@
     python scripts/book.py execute [--force] [--scale ci]   papermill, in parallel, skipping fresh runs
     python scripts/book.py build                            execute + seed jupyter-cache + jupyter-book -W
     python scripts/book.py sync | check-sync                the committed .ipynb twins (Colab buttons)
+    python scripts/book.py sync --ref SHA                   the twins with the install cell pinned to SHA
+                                                            (the Pages workflow, for the "colab" branch)
     python scripts/book.py list                             the notebooks, from _toc.yml
     python scripts/book.py report                           regenerate book/reproduction.md
 
@@ -33,7 +35,7 @@ CELL_TIMEOUT_S = 1200
 
 # One torch/BLAS thread per kernel: on 2 cores the default threading spins (toolchain.md §4).
 KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-              "ICL_CORE_PROGRESS": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+              "ICL_CORE_PROGRESS": "0", "ICL_BOOK_STATIC_PLAYER": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
 
 
 def toc_documents() -> list[str]:
@@ -172,7 +174,9 @@ def merged_notebook(src: Path):
                          "rerun `python scripts/book.py execute --force`")
     for cell, out in zip(mine, ran):
         cell.outputs, cell.execution_count = out.outputs, out.execution_count
-    for key in ("language_info", "widgets"):
+    # the widget state is left out: the HTML shows each explorer's static player (text/html),
+    # and without a state no widget manager is loaded from a CDN to draw dead sliders
+    for key in ("language_info",):
         if key in done.metadata:
             nb.metadata[key] = done.metadata[key]
     return nb
@@ -326,10 +330,38 @@ def ipynb_twin(src: Path) -> Path:
     return src.with_suffix(".ipynb")
 
 
-def colab_notebook(src: Path):
-    """The .ipynb committed beside each source so the Colab button opens a notebook."""
+INSTALL_MARK = "# Installs icl_core when it is missing (Colab); does nothing when it is installed."
+
+
+def repository_url() -> str:
+    """The repository's address, from ``_config.yml`` (``repository: url:``): the one place the
+    launch buttons, the install cells and the Pages workflow read it from."""
+    for line in (ROOT / "_config.yml").read_text().splitlines():
+        if line.strip().startswith("url:") and "github.com" in line:
+            return line.split("url:", 1)[1].strip()
+    raise SystemExit("_config.yml has no repository url (repository: url: https://github.com/...)")
+
+
+def install_cell(ref: str = "main") -> str:
+    """The first code cell of every notebook: installs ``icl_core`` at ``ref`` (a commit on the
+    "colab" branch's pinned twins; ``main`` in the repository itself) when it is missing."""
+    return (f"{INSTALL_MARK}\ntry:\n    import icl_core\nexcept ImportError:\n"
+            f'    %pip install -q "icl_core @ git+{repository_url()}@{ref}"\n    import icl_core')
+
+
+def _with_install_cell(nb, ref: str, where: str):
+    cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(INSTALL_MARK)]
+    if len(cells) != 1:
+        raise SystemExit(f"{where}: expected one install cell starting with {INSTALL_MARK!r}, found {len(cells)}")
+    cells[0].source = install_cell(ref)
+    return nb
+
+
+def colab_notebook(src: Path, ref: str = "main"):
+    """The .ipynb committed beside each source so the Colab button opens a notebook; its
+    install cell installs ``icl_core`` at ``ref``."""
     import jupytext
-    nb = jupytext.read(src)
+    nb = _with_install_cell(jupytext.read(src), ref, rel(src))
     nb.metadata.pop("jupytext", None)
     nb.metadata["colab"] = {"provenance": []}
     for i, cell in enumerate(nb.cells):      # stable ids, so regenerating changes nothing
@@ -337,11 +369,24 @@ def colab_notebook(src: Path):
     return nb
 
 
-def sync(check: bool = False) -> int:
+def sync(check: bool = False, ref: str = "main") -> int:
+    """Write (or with ``check``, compare) each source's install cell (from ``_config.yml``'s
+    url) and its .ipynb twin; ``ref`` pins the twins' install cell to a commit."""
     import jupytext
     bad = []
     for src in notebooks():
-        text = jupytext.writes(colab_notebook(src), fmt="ipynb")
+        source_text = src.read_text()
+        start = source_text.find(INSTALL_MARK)
+        end = source_text.find("\n```", start)
+        if start < 0 or end < 0:
+            raise SystemExit(f"{rel(src)}: no install cell starting with {INSTALL_MARK!r}")
+        fixed = source_text[:start] + install_cell("main") + source_text[end:]
+        if fixed != source_text:
+            if check:
+                bad.append(rel(src) + " (its install cell differs from _config.yml's repository)")
+            else:
+                src.write_text(fixed)
+        text = jupytext.writes(colab_notebook(src, ref), fmt="ipynb")
         twin = ipynb_twin(src)
         if check:
             if not twin.exists() or twin.read_text() != text:
@@ -362,6 +407,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", default="ci",
                     help="ci (default), paper, or any extra scale a recipe declares (e.g. mid)")
     ap.add_argument("--only", nargs="*", help="notebooks to execute, e.g. book/foundations/theory")
+    ap.add_argument("--ref", default="main", help="sync: the commit the twins' install cell installs")
     args = ap.parse_args(argv)
     if args.cmd == "execute":
         sys.path.insert(0, str(ROOT))
@@ -380,7 +426,7 @@ def main(argv=None) -> int:
         print(write_report())
         return 0
     if args.cmd in ("sync", "check-sync"):
-        return sync(check=args.cmd == "check-sync")
+        return sync(check=args.cmd == "check-sync", ref=args.ref)
     for src in notebooks():
         print(rel(src), "fresh" if is_fresh(src) else "stale")
     return 0

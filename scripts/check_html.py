@@ -6,9 +6,11 @@ For every page of ``_build/html`` listed in the table of contents:
   DOM for every math block of the source, and no raw ``$$`` is left in the text;
 * every figure loaded: each ``<img>`` of the page was requested from the local server and
   answered 200, with a non-empty PNG;
-* widget pages show their static fallback: a page that displays a widget has a cell tagged
-  ``widget-fallback`` whose figure loaded (the live widget needs a kernel);
-* no table is wider than its column at a desktop (1280 px) or a phone (390 px) width
+* explorers work without a kernel: every cell tagged ``explorer`` shows its static player,
+  no live widget view is left in the HTML, and moving a player's control changes the figure
+  to a frame that loads (at both widths);
+* no table and no code block is wider than its box at a desktop (1280 px) or a phone (390 px)
+  width, and no figure is shown below ``MIN_SCALE`` of its drawn width at desktop width
   (measured in the page by a probe script the local server appends);
 * a screenshot of the whole page (its measured height) is saved to
   ``_build/screenshots/<page>.png``.
@@ -67,14 +69,39 @@ window.addEventListener("load", () => setTimeout(() => {
     const box = t.parentElement.getBoundingClientRect();
     return [i, Math.round(t.scrollWidth - Math.min(box.width, width))];
   }).filter(([i, over]) => over > 2);
-  const out = document.createElement("div");
-  out.id = "icl-probe";
-  out.setAttribute("data-overflow", JSON.stringify(wide));
-  out.setAttribute("data-height", String(document.documentElement.scrollHeight));
-  document.body.appendChild(out);
+  // code blocks whose text runs past their box (hidden behind a scrollbar)
+  const code = [...main.querySelectorAll("pre")].map((p, i) => [i, Math.round(p.scrollWidth - p.clientWidth)])
+    .filter(([i, over]) => over > 2);
+  // figures: shown width / drawn width (tick labels of a figure drawn at 100 dpi shrink with it)
+  const scales = [...main.querySelectorAll("div.cell_output img, .icl-player img")]
+    .filter(img => img.naturalWidth > 0)
+    .map(img => Math.round(100 * img.getBoundingClientRect().width / img.naturalWidth) / 100);
+  // each static player: move its first control to another value; the frame must change and load
+  const players = [...document.querySelectorAll(".icl-player")].map(root => {
+    const img = root.querySelector("img"), control = root.querySelector("[data-k]");
+    const before = img.src;
+    if (!control) return {moved: false, changed: false};
+    if (control.tagName === "SELECT") control.selectedIndex = (control.selectedIndex + 1) % control.options.length;
+    else control.value = String((+control.value + 1) % (+control.max + 1));
+    control.dispatchEvent(new Event("input", {bubbles: true}));
+    return {moved: true, changed: img.src !== before && img.src.startsWith("data:image/png"), img};
+  });
+  const finish = () => {
+    const out = document.createElement("div");
+    out.id = "icl-probe";
+    out.setAttribute("data-overflow", JSON.stringify(wide));
+    out.setAttribute("data-code", JSON.stringify(code));
+    out.setAttribute("data-scales", JSON.stringify(scales));
+    out.setAttribute("data-players", JSON.stringify(players.map(p => [p.moved, p.changed,
+      !!(p.img && p.img.complete && p.img.naturalWidth > 0)])));
+    out.setAttribute("data-height", String(document.documentElement.scrollHeight));
+    document.body.appendChild(out);
+  };
+  Promise.all(players.filter(p => p.img).map(p => p.img.decode().catch(() => null))).then(finish, finish);
 }, 500));
 </script>"""
 WIDTHS = {"desktop": 1280, "phone": 390}
+MIN_SCALE = 0.6          # a figure drawn at 100 dpi with 10 pt labels keeps >= 8 px labels
 
 
 class Server:
@@ -153,7 +180,7 @@ def check_page(exe: str, server: Server, page: Path) -> list[str]:
     url_path = "/" + page.relative_to(HTML).as_posix()
     url = f"http://127.0.0.1:{server.port}{url_path}"
     start = len(server.log)
-    layout_problems, height, dom, requests = [], 9000, "", {}
+    layout_problems, height, dom, requests, stats = [], 9000, "", {}, {"scales": [], "players": 0}
     for name, width in WIDTHS.items():
         with tempfile.TemporaryDirectory() as profile:
             probed = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
@@ -161,15 +188,31 @@ def check_page(exe: str, server: Server, page: Path) -> list[str]:
                                     capture_output=True, text=True, timeout=180).stdout
         if name == "desktop":     # the page as a desktop reader has it: the math, image and widget checks
             dom, requests = probed, dict(server.log[start:])
-        found = re.search(r'id="icl-probe" data-overflow="([^"]*)" data-height="(\d+)"', probed)
+        found = re.search(r'id="icl-probe" data-overflow="([^"]*)" data-code="([^"]*)" data-scales="([^"]*)" '
+                          r'data-players="([^"]*)" data-height="(\d+)"', probed)
         if not found:
             layout_problems.append(f"{url_path}: the layout probe did not run at {name} width ({width} px)")
             continue
-        for i, over in json.loads(found.group(1).replace("&quot;", '"')):
+        tables, code, scales, players = (json.loads(found.group(k).replace("&quot;", '"')) for k in (1, 2, 3, 4))
+        for i, over in tables:
             layout_problems.append(f"{url_path}: table {i} overflows its column by {over} px at {name} "
                                    f"width ({width} px)")
+        for i, over in code:
+            layout_problems.append(f"{url_path}: code block {i} overflows its box by {over} px at {name} "
+                                   f"width ({width} px)")
+        for i, (moved, changed, loaded) in enumerate(players):
+            if not (moved and changed and loaded):
+                layout_problems.append(f"{url_path}: explorer player {i} at {name} width: moving a control "
+                                       f"{'changed' if changed else 'did not change'} the figure"
+                                       f"{'' if loaded else ' (the new frame did not load)'}")
         if name == "desktop":
-            height = min(int(found.group(2)) + 100, 60000)
+            height = min(int(found.group(5)) + 100, 60000)
+            stats["scales"], stats["players"] = scales, len(players)
+            small = [x for x in scales if x < MIN_SCALE]
+            if small:
+                layout_problems.append(f"{url_path}: {len(small)} figure(s) shown below {MIN_SCALE:.0%} of their "
+                                       f"drawn width at desktop width (smallest {min(small):.0%}): tick labels "
+                                       "become illegible")
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.relative_to(HTML).with_suffix("").as_posix().replace("/", "__") + ".png")
     with tempfile.TemporaryDirectory() as profile:
@@ -198,18 +241,16 @@ def check_page(exe: str, server: Server, page: Path) -> list[str]:
         status = requests.get(req)
         if status != 200 or target.stat().st_size < 200:
             problems.append(f"{url_path}: image {src} not loaded (status {status})")
-    if "application/vnd.jupyter.widget-view+json" in page.read_text():
-        # a live widget needs a kernel; the cell tagged widget-fallback must show its figure
-        fallback = re.search(r'class="[^"]*tag_widget-fallback[^"]*".*?<img[^>]*src="([^"]+)"',
-                             dom, re.S)
-        if not fallback or requests.get("/" + (page.parent / fallback.group(1)).resolve()
-                                        .relative_to(HTML.resolve()).as_posix()) != 200:
-            problems.append(f"{url_path}: a widget without a loaded static fallback figure "
-                            "(a cell tagged widget-fallback showing an image)")
+    if 'class="icl-player"' not in page.read_text() and 'tag_explorer' in page.read_text():
+        problems.append(f"{url_path}: an explorer cell without its static player (the build must set "
+                        "ICL_BOOK_STATIC_PLAYER=1)")
+    if "widget-view+json" in page.read_text():
+        problems.append(f"{url_path}: a live widget view in the HTML (no kernel runs behind the page)")
     if not shot.exists() or shot.stat().st_size < 1000:
         problems.append(f"{url_path}: no screenshot")
     print(f"  {url_path:45s} math {p.mjx:3d}/{expected:<3d} images {len(p.imgs):2d}  "
-          f"tables fit at {'/'.join(f'{w}' for w in WIDTHS.values())} px: {not layout_problems}  "
+          f"layout fits at {'/'.join(f'{w}' for w in WIDTHS.values())} px: {not layout_problems}  "
+          f"figures >= {min(stats['scales'], default=1):.0%}  players {stats['players']}  "
           f"screenshot {shot.relative_to(ROOT)} ({height} px)")
     return problems
 

@@ -55,3 +55,37 @@ def test_cli_writes_where_the_lookup_reads(tmp_path, monkeypatch):
                  "--set", "d=2", "--set", "d_model=8", "--set", "n_layers=1"]) == 0
     found = committed.find("foundations.error_vs_context", "ci", download=False)
     assert found == tmp_path / "results" / "foundations.error_vs_context" / "ci"
+
+
+def test_published_index_lists_folders_a_reader_can_download(tmp_path, monkeypatch):
+    """Outside a checkout a reader lists a recipe's folders from the published index.json and
+    downloads a long run's own files (state.pt, progress.json), not a Result's."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ICL_BOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ICL_BOOK_RESULTS", raising=False)
+    pub = tmp_path / "published"
+    _save(pub, recipe="demo.train", folder="mid-a")
+    (pub / "demo.train" / "long").mkdir(parents=True)
+    (pub / "demo.train" / "long" / "state.pt").write_bytes(b"s" * 10)
+    (pub / "demo.train" / "long" / "progress.json").write_text("{}")
+    assert committed.local_index(pub) == {"demo.train": ["long", "mid-a"]}
+    committed.write_index(pub)
+    monkeypatch.setenv("ICL_BOOK_RESULTS_URL", pub.as_uri())
+    assert committed.folders("demo.train", download=False) == []                  # nothing fetched
+    assert committed.folders("demo.train", download=True) == ["long", "mid-a"]
+    got = committed.find("demo.train", "long", download=True, files=("state.pt", "progress.json"))
+    assert got == tmp_path / "cache" / "results" / "demo.train" / "long"
+    assert (got / "state.pt").read_bytes() == b"s" * 10 and not (got / "result.json").exists()
+
+
+def test_the_committed_index_is_in_sync_and_the_address_is_the_books(monkeypatch):
+    monkeypatch.delenv("ICL_BOOK_RESULTS_URL", raising=False)
+    root = committed.checkout_root()
+    import json
+    assert json.loads((root / committed.INDEX).read_text()) == committed.local_index(root), (
+        "results/index.json is stale: python -c \"from icl_core import committed as c; "
+        "c.write_index(c.checkout_root())\"")
+    config = (root.parent / "_config.yml").read_text()
+    assert f"url: {committed.REPOSITORY}\n" in config
+    assert committed.installed_from() == (committed.REPOSITORY, None)              # editable install
+    assert committed.results_url().startswith("https://raw.githubusercontent.com/icl-book/icl-book/main/")

@@ -44,6 +44,23 @@ def test_install_cell_is_silent_locally(src, executed_notebooks):
     assert first.outputs == [], "the install cell must do nothing when icl_core is installed"
 
 
+@pytest.mark.parametrize("src", book.notebooks(), ids=book.rel)
+def test_printed_outputs_read_as_text(src, executed_notebooks):
+    """No raw numpy reprs (np.int64(4), array([...])) in what a page prints."""
+    ran = nbformat.read(book.executed_path(src), as_version=4)
+    for cell in ran.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text", "") + out.get("data", {}).get("text/plain", "")
+            assert not re.search(r"np\.(int|float|bool_?)\d*\(|array\(\[", text), (cell.source[:200], text[:300])
+
+
+def test_colab_twins_pin_the_commit_they_are_given():
+    twin = book.colab_notebook(book.notebooks()[0], ref="0123abc")
+    first = next(c for c in twin.cells if c.cell_type == "code")
+    assert first.source == book.install_cell("0123abc")
+    assert f'"icl_core @ git+{book.repository_url()}@0123abc"' in first.source
+
+
 def test_colab_twins_in_sync():
     assert book.sync(check=True) == 0, "run `make sync` to regenerate the .ipynb twins"
     for src in book.notebooks():

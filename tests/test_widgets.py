@@ -37,3 +37,50 @@ def test_sliders_redraw_on_release_and_respect_each_other():
     assert s_slider.max == 16
     d_slider.value = 3                                  # s's range follows d; its value is clamped
     assert s_slider.max == 3 and s_slider.value == 3
+
+
+def test_show_offers_the_live_widget_and_a_static_part_once():
+    shown = BaselineExplorer(d=3, n_max=8, n_prompts=40).show(static=False)
+    bundle = shown._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle         # Jupyter / Colab pick this
+    assert bundle["text/html"].startswith('<img class="icl-explorer"')   # no kernel: the figure once
+    assert "icl-player" not in bundle["text/html"]
+
+
+def test_static_player_has_a_frame_per_grid_combination(monkeypatch):
+    import re
+
+    import icl_core.widgets as W
+
+    class Tiny(W._Explorer):                     # a cheap explorer: the frame shows its settings
+        STATIC = {"a": [1, 2, 3], "kind": ["x", "y"]}
+
+        def __init__(self):
+            self.a, self.kind = 2, "y"
+
+        def figure(self):
+            fig, ax = matplotlib.pyplot.subplots(figsize=(2, 1))
+            ax.set_title(f"{self.a} {self.kind}")
+            return fig
+    t = Tiny()
+    grid, frames = t.frames()
+    assert sorted(frames) == [f"{i},{j}" for i in range(3) for j in range(2)]
+    assert len(set(frames.values())) == 6                       # every combination drawn apart
+    assert (t.a, t.kind) == (2, "y")                            # the explorer is left as it was
+    assert t.start(grid) == [1, 1]
+    monkeypatch.setenv(W.STATIC_ENV, "1")
+    html = t.show().html()
+    assert html.count('data-k="') == 2 and 'type="range"' in html and "<select" in html
+    assert len(re.findall(r'data:image/png;base64,', html)) == 6 + 1          # the frames and the first
+    assert '<option value="1" selected>y</option>' in html
+    monkeypatch.setenv(W.STATIC_ENV, "0")
+    assert "icl-player" not in t.show().html()
+
+
+def test_every_explorer_grid_names_its_attributes_and_holds_its_default():
+    import icl_core.widgets as W
+    for cls in (W.BaselineExplorer, W.LSAExplorer, W.WindowExplorer, W.FunctionalGDExplorer,
+                W.PreGDExplorer, W.MechanismExplorer):
+        e = cls()
+        assert cls.STATIC and all(hasattr(e, name) for name in cls.STATIC), cls
+        assert 4 <= len(list(__import__("itertools").product(*cls.STATIC.values()))) <= 24, cls
