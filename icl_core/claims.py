@@ -264,12 +264,19 @@ def sampling_error(key: str, limit: float, what: str = "Monte Carlo standard err
     return gate
 
 
-def tenths(losses) -> list[float]:
+def tenths(losses, center: str = "mean") -> list[float]:
     """``[mean of the 9th tenth, mean of the last tenth]`` of a training-loss curve (one run
-    ``(steps,)`` or runs ``(K, steps)``, averaged over runs): what :func:`converged` reads."""
+    ``(steps,)`` or runs ``(K, steps)``, averaged over runs): what :func:`converged` reads.
+    ``center="median"``: each run's median over the steps of a tenth, then the mean over runs
+    (for curves with rare loss spikes, one of which would dominate a tenth's mean)."""
+    check_choice("center", center, {"mean", "median"})
     a = np.asarray(losses, dtype=float)
-    a = a.reshape(-1, a.shape[-1]).mean(0)
-    n = max(len(a) // 10, 1)
+    a = a.reshape(-1, a.shape[-1])
+    n = max(a.shape[-1] // 10, 1)
+    if center == "median":
+        prev = float(np.median(a[:, -2 * n:-n], axis=1).mean()) if a.shape[-1] >= 2 * n else float("nan")
+        return [prev, float(np.median(a[:, -n:], axis=1).mean())]
+    a = a.mean(0)
     return [float(a[-2 * n:-n].mean()) if len(a) >= 2 * n else float("nan"), float(a[-n:].mean())]
 
 

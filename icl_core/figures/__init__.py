@@ -13,7 +13,7 @@ def figure_for(name: str, config: dict | None = None):
     return {"zhang.training": zhang.training, "zhang.error_vs_M": zhang.error_vs_M,
             "zhang.shifts": zhang.shifts, "zhang.figure1": zhang.figure1,
             "collins.figure5": collins.figure5, "collins.figure9": collins.figure9,
-            "cheng.figure1": cheng.figure1, "cheng.figure2": cheng.depth_sweep,
+            "cheng.figure1": cheng.figure1, "cheng.figure2": cheng.figure2,
             "cheng.figure3": cheng.figure3, "cheng.figure4": cheng.depth_sweep,
             "foundations.error_vs_context": foundations.error_vs_context,
             "synthesis.compare": synthesis.error_curves}.get(name)

@@ -30,9 +30,36 @@ def figure1(result: Result, label: str = ""):
     return fig
 
 
+PANELS = (("a", "relu", 14), ("b", "exp", 14), ("c", "relu", 6), ("d", "exp", 6))
+
+
+def figure2(result: Result, label: str = ""):
+    """``cheng.figure2``: log test loss against the number of layers, panels (a) ReLU data
+    n = 14, (b) exp n = 14, (c) ReLU n = 6, (d) exp n = 6 (those the result holds), one curve
+    per activation (mean and seed spread), the Bayes predictor dashed."""
+    label = label or result_label(result)
+    a, cfg = result.arrays, result.config
+    panels = [p for p in PANELS if p[2] in cfg["ns"] and p[1] in cfg["kernels"]]
+    cols = 2 if len(panels) > 2 else len(panels)
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, (letter, kernel, n) in zip(axes.flat, panels):
+        for act in cfg["activations"]:
+            logs = a[f"n{n}/{kernel}/{act}"]
+            ax.errorbar(a["depths"], logs.mean(1), yerr=logs.std(1), fmt="o-", ms=4, color=COLORS[act],
+                        label=f"h = {act}")
+        ax.axhline(float(np.log(a[f"n{n}/{kernel}/bayes"])), color="black", ls="--", label="Bayes")
+        ax.set_title(f"({letter}) {kernel}-kernel GP, n = {n} ({label})", fontsize=9)
+        ax.set_xlabel("layers L"); ax.set_ylabel("log test loss"); ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
 def depth_sweep(result: Result, label: str = "", models=None):
-    """``cheng.figure2`` (activations) and ``cheng.figure4`` (one or two heads): log test loss
-    against the number of layers, one panel per data kernel, the Bayes predictor dashed."""
+    """``cheng.figure4`` (one or two heads): log test loss against the number of layers, one
+    panel per data kernel, the Bayes predictor dashed."""
     label = label or result_label(result)
     a, cfg = result.arrays, result.config
     models = models or cfg.get("activations") or ["linear", "exp", "linear+exp"]

@@ -84,7 +84,7 @@ class KernelTransformer(InContextModel):
         (the paper's Z-bar of Lemma A.1): no query is ever a source, so every later row differs
         from the masked run's only there, by exactly those labels."""
         n = n_context
-        X = x
+        X, y = x.to(self.r.dtype), y.to(self.r.dtype)       # a float64 model computes in float64
         Y = y.clone() if query_labels else torch.cat([y[:, :n], torch.zeros_like(y[:, n:])], 1)
         for l in range(self.r.shape[0]):
             dX, dY = 0.0, 0.0
@@ -102,7 +102,9 @@ class KernelTransformer(InContextModel):
             yield Y
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, n_context: int) -> torch.Tensor:
-        """``x (B, T, d), y (B, T)`` -> ``(B, T - n_context)``: ``y_hat = -[Z_L]_{d+1, query}``."""
+        """``x (B, T, d), y (B, T)`` -> ``(B, T - n_context)``: ``y_hat = -[Z_L]_{d+1, query}``,
+        in the parameters' dtype (``model.double()`` for deep exp stacks: a score spike that
+        overflows float32 mid-training stays finite in float64, and training recovers)."""
         # x: (B, T, d); y: (B, T); every query is a destination, never a source
         check_int("n_context", n_context, minimum=1, maximum=x.shape[-2] - 1)
         for Y in self.layers(x, y, n_context):

@@ -1,0 +1,72 @@
+"""Cheng et al. Figure 2: the sweep saved in pieces, float64 stacks, and the four claims
+decided against the seed spread."""
+import numpy as np
+import pytest
+import torch
+
+from icl_core.claims import HOLDS, VERDICTS, all_claims, evaluate, tenths
+from icl_core.models import KernelTransformer
+from icl_core.recipes import cheng, config
+
+INCONCLUSIVE, DIFFERS = VERDICTS[3], VERDICTS[4]          # no verdict typed here
+TINY = dict(seeds=2, batch_size=16, pool=0, steps=3, test_prompts=20, depths=[1, 2], ns=[6],
+            kernels=["exp"], activations=["exp", "softmax"])
+
+
+def test_pieces_are_saved_and_reused_and_guard_their_settings(tmp_path, monkeypatch):
+    cfg = {**config("cheng.figure2", "ci"), **TINY, "checkpoint_dir": str(tmp_path)}
+    first = cheng.figure2_recipe(cfg, "cpu")
+    assert len(list(tmp_path.glob("*.json"))) == 4                       # 2 activations x 2 depths
+    monkeypatch.setattr(cheng, "_train_eval", lambda *a, **k: pytest.fail("retrained a saved piece"))
+    again = cheng.figure2_recipe(cfg, "cpu")
+    np.testing.assert_array_equal(again.arrays["n6/exp/exp"], first.arrays["n6/exp/exp"])
+    with pytest.raises(ValueError, match="other settings"):
+        cheng.figure2_recipe({**cfg, "lr": 0.5}, "cpu")
+
+
+def test_float64_stack_takes_float32_prompts():
+    m = KernelTransformer(5, 2, ["exp"]).double()
+    out = m(torch.randn(3, 7, 5), torch.randn(3, 7), 6)
+    assert out.dtype == torch.float64 and out.shape == (3, 1)
+
+
+def test_median_tenths_ignore_a_spike():
+    curve = np.ones(100)
+    curve[95] = 1e6
+    assert tenths(curve)[1] > 1e4 and tenths(curve, "median") == [1.0, 1.0]
+
+
+def _values(spread=0.01, shift=0.3, depths=(1, 2, 3, 4, 5, 6, 7, 8)):
+    """Synthetic mid values: the matched activation lower by ``shift`` at every depth, exp best
+    at n = 6 from L = 5, softmax = exp at n = 14 from L = 6, a flat relu gap to Bayes."""
+    rng = np.random.default_rng(0)
+    seeds = lambda mean: [list(mean + spread * rng.standard_normal(3)) for _ in depths]
+    L = np.array(depths)
+    s = {"n14/relu/relu": seeds(-1.0), "n14/relu/exp": seeds(-1.0 + shift), "n14/relu/softmax": seeds(-0.9),
+         "n6/relu/relu": seeds(-0.5), "n6/relu/exp": seeds(-0.5 + shift), "n6/relu/softmax": seeds(-0.4),
+         "n14/exp/exp": seeds(-0.4), "n6/exp/exp": seeds(0.1), "n6/exp/relu": seeds(0.1 + shift)}
+    s["n14/exp/softmax"] = [list(np.array(x) + (0.3 if l < 6 else 0.0)) for x, l in zip(s["n14/exp/exp"], L)]
+    s["n14/exp/relu"] = seeds(-0.4 + shift)
+    s["n6/exp/softmax"] = [list(np.array(x) + (-0.2 if l < 5 else 0.2)) for x, l in zip(s["n6/exp/exp"], L)]
+    return {"mid_fig2_depths": list(depths), "mid_fig2_seeds": s,
+            "mid_fig2_bayes": {"n14/relu": -1.6, "n6/relu": -0.8, "n14/exp": -0.6, "n6/exp": 0.0},
+            "mid_fig2_tenths": {"any": [1.0, 1.0]}}
+
+
+@pytest.mark.parametrize("cid", ["fig2_match_mid", "fig2b_mid", "fig2d_mid", "fig2a_relu_gap_mid"])
+def test_figure2_claims_hold_on_a_run_that_shows_them(cid):
+    row = evaluate(all_claims()[f"cheng.{cid}"], _values(), "mid")
+    assert row["verdict"] in HOLDS, row
+
+
+def test_figure2_claims_are_inconclusive_within_the_seed_spread_and_differ_beyond_it():
+    claims = all_claims()
+    noisy = evaluate(claims["cheng.fig2_match_mid"], _values(spread=1.0), "mid")
+    assert noisy["verdict"] == INCONCLUSIVE, noisy
+    v = _values()
+    v["mid_fig2_seeds"]["n6/exp/relu"] = [list(np.array(x) - 0.6) for x in v["mid_fig2_seeds"]["n6/exp/relu"]]
+    assert evaluate(claims["cheng.fig2_match_mid"], v, "mid")["verdict"] == DIFFERS
+    assert evaluate(claims["cheng.fig2d_mid"], v, "mid")["verdict"] == DIFFERS
+    short = _values(depths=(1, 2, 4))
+    assert evaluate(claims["cheng.fig2d_mid"], short, "mid")["verdict"] == INCONCLUSIVE
+    assert evaluate(claims["cheng.fig2a_relu_gap_mid"], short, "mid")["verdict"] == INCONCLUSIVE
