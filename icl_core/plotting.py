@@ -8,6 +8,9 @@ import numpy as np
 COLORS = {"transformer": "#1f4e9c", "ols": "#000000", "ridge": "#7a7a7a", "3-nn": "#2a9d4b",
           "averaging": "#d9822b", "gd": "#9c1f7a", "ols theory": "#c0392b", "bayes": "#555555"}
 
+# The widest figure, in inches: at 110 dpi in the book's ~800 px text column a figure this
+# wide keeps 10-pt text at 9 px or more (scripts/check_html.py checks the shown / drawn width).
+MAX_WIDTH_IN = 10.5
 STYLE = {"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False,
          "axes.grid": True, "grid.alpha": 0.3, "legend.frameon": False, "font.size": 10}
 

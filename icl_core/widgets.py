@@ -308,7 +308,7 @@ class WindowExplorer(_Explorer):
         q = 0.5
         xq = torch.tensor([[np.cos(q), np.sin(q)]], dtype=torch.float32)
         aq = torch.softmax(w * xq @ p.x[0, :-1].T, -1)[0].numpy()
-        fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.8))
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.5, 3.8))
         ax.plot(grid, clean, color="black", lw=1.2, label="task f")
         ax.scatter(ctx_theta, p.y[0, :-1], s=14, color="0.45", label="noisy context")
         ax.plot(grid, estimate, color="#1f4e9c", lw=1.5, label=f"softmax estimate, w* = {w:.2f}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..plotting import result_label
+from ..plotting import MAX_WIDTH_IN, result_label
 from ..results import Result
 
 GD, PREGD = "#1f4e9c", "#c0392b"
@@ -17,14 +17,20 @@ def figure2c(result: Result, sigmas, label: str = ""):
     panel per noise level (d = 16, s = 4, n = 10)."""
     label = label or result_label(result)
     a, steps = result.arrays, result.arrays["steps"]
-    fig, axes = plt.subplots(1, len(sigmas), figsize=(16, 3.2), squeeze=False)
-    for ax, sigma in zip(axes[0], sigmas):
+    cols = min(len(sigmas), 3)
+    rows = -(-len(sigmas) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(MAX_WIDTH_IN, 3.0 * rows), squeeze=False)
+    for ax in axes.flat[len(sigmas):]:
+        ax.set_visible(False)
+    for ax, sigma in zip(axes.flat, sigmas):
         key = f"sigma{sigma:g}"
         ax.plot(steps[1:], a[f"sparse/gd/{key}"][1:], color=GD, label="gd")
         ax.plot(steps[1:], a[f"sparse/pre-gd/{key}"][1:], color=PREGD, label="pre-gd")
         ax.set_xscale("log"); ax.set_xlabel("GD steps"); ax.set_title(f"sigma = {sigma}", fontsize=9)
         ax.set_ylim(0, 4.2)
-    axes[0, 0].set_ylabel("excess risk"); axes[0, 0].legend(fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("excess risk")
+    axes[0, 0].legend(fontsize=8)
     fig.suptitle(f"Figure 2c: d = 16, s = 4, n = 10, {result.config['tasks']} tasks ({label})", fontsize=10)
     fig.tight_layout()
     return fig
@@ -121,7 +127,7 @@ def figure2b(curves: dict, lrs: dict, title: str):
 def depth_grid(depths, err_by_heads: dict, ridge: float, avg_weights: dict, probes_by_depth: dict, label: str):
     """Figures 3-8 reduced: error at n = 10 against depth per head count (with ridge), and per
     depth the sorted, averaged head weights (top) and the per-layer probes (bottom)."""
-    fig, axes = plt.subplots(2, len(depths) + 1, figsize=(4.2 * (len(depths) + 1), 7.2), squeeze=False)
+    fig, axes = plt.subplots(2, len(depths) + 1, figsize=(min(4.2 * (len(depths) + 1), MAX_WIDTH_IN), 7.2), squeeze=False)
     for (h, vals), c in zip(err_by_heads.items(), (GD, PREGD, "#2a9d4b")):
         axes[0, 0].plot(depths, vals, "o-", color=c, label=f"h = {h}")
     axes[0, 0].axhline(ridge, color="0.3", ls="--", label="ridge")

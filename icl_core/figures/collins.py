@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..plotting import result_label
+from ..plotting import MAX_WIDTH_IN, result_label
 from ..results import Result
 from ..tasks import LipschitzTask
 
@@ -18,7 +18,7 @@ def figure1(result: Result, label: str = ""):
     softmax and linear attention (bottom; errors floored at 1e-6 for the log axis)."""
     label = label or result_label(result)
     a, ns, cfg = result.arrays, result.arrays["ns"], result.config
-    fig, axes = plt.subplots(3, len(cfg["nus"]), figsize=(12, 9), squeeze=False)
+    fig, axes = plt.subplots(3, len(cfg["nus"]), figsize=(MAX_WIDTH_IN, 8.6), squeeze=False)
     theta = np.linspace(-np.pi, np.pi, 400)
     grid = torch.tensor(np.stack([np.cos(theta), np.sin(theta)], -1), dtype=torch.float32)[None]
     n_show = 64 if 64 in list(ns) else int(ns[-1])
@@ -63,7 +63,7 @@ def figures3_4(f3: Result, f4: Result, label: str = "", panel: str = "relu_spher
     """``collins.figure3`` / ``figure4`` at ci: tr(M)/d during pretraining for each L (ReLU,
     sphere), sigma and n, with the Monte Carlo optimum w* dashed."""
     label = label or result_label(f3)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(MAX_WIDTH_IN, 3.4))
     colors = plt.cm.viridis(np.linspace(0, 0.9, 6))
     a3, c3 = f3.arrays, f3.config
     Ls = a3[f"{panel}/Ls"]
@@ -90,7 +90,8 @@ def figures3_4_paper(p3: Result, p4: Result, label: str = ""):
     sigma and n ablations (bottom)."""
     label = label or result_label(p3)
     colors = plt.cm.viridis(np.linspace(0, 0.9, 6))
-    fig, axes = plt.subplots(2, 4, figsize=(16, 6.4))
+    fig, grid = plt.subplots(4, 2, figsize=(MAX_WIDTH_IN, 12.4))
+    axes = np.array([list(grid[:2].flat), list(grid[2:].flat)])      # Fig. 3 (4 panels), then Fig. 4
     S3 = p3.config["seeds"]
     for ax, (family, cov) in zip(axes[0], p3.config["panels"]):
         key = f"{family}_{cov}"
@@ -121,9 +122,13 @@ def figure3_vs_L(p3: Result, label: str = ""):
     theory's optimal window w*(L) (Monte Carlo, M = w* I, so ||M||_2 = tr(M)/d = w*)."""
     label = label or result_label(p3)
     panels = p3.config["panels"]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False)
+    cols = len(panels) if len(panels) <= 3 else 2
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(min(3.6 * cols, MAX_WIDTH_IN), 3.4 * rows), squeeze=False)
     S = p3.config["seeds"]
-    for ax, (family, cov) in zip(axes[0], panels):
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (family, cov) in zip(axes.flat, panels):
         key = f"{family}_{cov}"
         Ls, traj = p3.arrays[f"{key}/Ls"], p3.arrays[f"{key}/traj"][-1]       # (R, [norm, trace])
         for col, name, marker, color in ((0, r"trained $\|M\|_2$", "o", SOFTMAX), (1, "trained tr(M)/d", "s", LINEAR)):
@@ -145,7 +150,8 @@ def figure5(result: Result, label: str = ""):
     a5, m5 = result.arrays, result.metrics
     R, seeds = len(m5["pretrain_labels"]), result.config["seeds"]
     curves = a5["curves"].reshape(len(a5["curve_steps"]), 3, R, seeds).mean(-1)  # (steps, test, pretrain)
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
+    fig, grid = plt.subplots(2, 2, figsize=(MAX_WIDTH_IN, 6.6))
+    axes = list(grid.flat)
     colors = ["#1f4e9c", "#2a9d4b", "#d9822b", "#9c1f7a", "#7a7a7a"]
     for t, test in enumerate(m5["test_labels"]):
         for r in range(3):
@@ -166,7 +172,7 @@ def figure9(result: Result, label: str = ""):
     softmax and linear units on the three low-rank classes (seed means)."""
     label = label or result_label(result)
     a9, fams, seeds = result.arrays, result.metrics["families"], result.config["seeds"]
-    fig, axes = plt.subplots(2, len(fams), figsize=(13, 6), squeeze=False)
+    fig, axes = plt.subplots(2, len(fams), figsize=(MAX_WIDTH_IN, 6), squeeze=False)
     for attention, color in (("softmax", SOFTMAX), ("linear", LINEAR)):
         traj = a9[f"{attention}/traj"].reshape(len(a9[f"{attention}/steps"]), len(fams), seeds, 2)
         for k, fam in enumerate(fams):
@@ -187,7 +193,7 @@ def figure1_paper(result: Result, label: str = ""):
     label = label or result_label(result)
     a, ns = result.arrays, result.arrays["ns"]
     nus = result.config["nus"]
-    fig, axes = plt.subplots(1, len(nus), figsize=(12, 3.3), squeeze=False)
+    fig, axes = plt.subplots(1, len(nus), figsize=(MAX_WIDTH_IN, 3.3), squeeze=False)
     for ax, nu in zip(axes[0], nus):
         key = f"nu{nu:g}"
         ax.loglog(ns, np.maximum(a[f"{key}/softmax"], 1e-6), "o-", color=SOFTMAX, label="softmax (trained)")
@@ -208,7 +214,7 @@ def figure7(ws, S, N, n: int, d: int, sigma: float, bounds: dict, L: float = 1.0
     ws, S, N = (np.asarray(a, float) for a in (ws, S, N))
     keep = ws > 0
     w, s, nn = ws[keep], S[keep], N[keep]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(MAX_WIDTH_IN, 3.8))
     ax = axes[0]
     ax.loglog(w, s, color=SOFTMAX, lw=2, label="bias S(w), measured")
     ax.loglog(w, bounds["c_lo"] * L ** 2 / w ** 2, "--", color="0.35", label=f"lower bound {bounds['c_lo']:.2g} L^2/w^2")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..plotting import result_label
+from ..plotting import MAX_WIDTH_IN, result_label
 from ..results import Result
 from ..theory.synthesis import FAMILIES, MECHANISMS
 
@@ -16,7 +16,8 @@ def error_curves(result: Result, label: str = ""):
     (dashed), with ridge, Lasso and the GP posterior; grey: the training n."""
     label = label or result_label(result)
     A, ns, n_train = result.arrays, list(result.arrays["ns"]), result.config["n_train"]
-    fig, axes = plt.subplots(1, len(FAMILIES), figsize=(17, 3.9))
+    fig, grid = plt.subplots(2, 2, figsize=(MAX_WIDTH_IN, 7.2))
+    axes = list(grid.flat)                   # one panel per family (four)
     for ax, fam in zip(axes, FAMILIES):
         for mech in MECHANISMS:
             ax.plot(ns, A[f"{fam}/trained {mech}"], "o-", color=COL[mech], label=f"trained {mech}")
@@ -27,7 +28,7 @@ def error_curves(result: Result, label: str = ""):
         ax.set_xscale("log"); ax.set_xticks(ns, [str(v) for v in ns]); ax.minorticks_off()
         ax.set_ylim(0, 1.3); ax.set_xlabel("examples n"); ax.set_title(fam, fontsize=10)
         ax.axvline(n_train, color="0.8", lw=1)
-    axes[0].set_ylabel("normalised error")
+    axes[0].set_ylabel("normalised error"); axes[2].set_ylabel("normalised error")
     handles, labels = axes[-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8)
     fig.suptitle(f"{label}: trained (solid) and constructed (dashed); grey line: the training n", fontsize=10)

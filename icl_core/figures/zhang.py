@@ -4,7 +4,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..plotting import result_label
+from ..plotting import MAX_WIDTH_IN, result_label
 from ..results import Result
 
 from ..recipes.zhang import FIG1_PANELS
@@ -15,7 +15,7 @@ def training(result: Result, label: str = ""):
     different splits u (middle); Gamma^-1 next to Adam's product (right)."""
     label = label or result_label(result)
     m, a = result.metrics, result.arrays
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    fig, axes = plt.subplots(1, 3, figsize=(MAX_WIDTH_IN, 3.4))
     ax = axes[0]
     ax.semilogy(a["ode_t"] / 0.05, a["ode_product_err"], label="(a) ODE, t / 0.05")
     ax.semilogy(np.arange(1, len(a["gd_product_err"]) + 1), a["gd_product_err"], "--", label="(b) population GD")
@@ -66,7 +66,7 @@ def shifts(result: Result, label: str = ""):
     predictor and OLS)."""
     label = label or result_label(result)
     a = result.arrays
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(MAX_WIDTH_IN, 3.6))
     for key, color in (("task_w1_s0.1", "#1f4e9c"), ("task_w1_s1", "#2a9d4b"),
                        ("task_w3_s0.1", "#d9822b"), ("task_w3_s1", "#9c1f7a")):
         axes[0].plot(a["Ms"], a[f"{key}/mc"], "o", color=color, ms=4)
@@ -104,7 +104,7 @@ def figure1(result: Result, label: str = ""):
     a, m, cfg = result.arrays, result.metrics, result.config
     M = a["M"]
     colors = {"fixed": ("#9ecae1", "#3182bd", "#08519c"), "random": ("#fdae6b", "#e6550d", "#a63603")}
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(2, 2, figsize=(MAX_WIDTH_IN, 7.5))
     for ax, (test, c) in zip(axes.flat, FIG1_PANELS):
         panel = f"{test}_c{c:g}"
         for kind in ("fixed", "random"):
