@@ -4,7 +4,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..plotting import result_label
+from ..plotting import MAX_WIDTH_IN, result_label
 from ..results import Result
 
 COLORS = {"linear": "#1f4e9c", "relu": "#2a9d4b", "exp": "#d9822b", "softmax": "#9c1f7a",
@@ -16,7 +16,7 @@ def figure1(result: Result, label: str = ""):
     activation (mean and spread over seeds), the Bayes predictor in black."""
     label = label or result_label(result)
     a, ns, cfg = result.arrays, result.arrays["ns"], result.config
-    fig, axes = plt.subplots(1, len(cfg["kernels"]), figsize=(13, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(cfg["kernels"]), figsize=(MAX_WIDTH_IN, 3.4), squeeze=False)
     for ax, kernel in zip(axes[0], cfg["kernels"]):
         for act in cfg["activations"]:
             logs = a[f"{kernel}/{act}"]
@@ -63,7 +63,7 @@ def depth_sweep(result: Result, label: str = "", models=None):
     label = label or result_label(result)
     a, cfg = result.arrays, result.config
     models = models or cfg.get("activations") or ["linear", "exp", "linear+exp"]
-    fig, axes = plt.subplots(1, len(cfg["kernels"]), figsize=(4.4 * len(cfg["kernels"]), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(cfg["kernels"]), figsize=(min(4.4 * len(cfg["kernels"]), MAX_WIDTH_IN), 3.6), squeeze=False)
     for ax, kernel in zip(axes[0], cfg["kernels"]):
         for name in models:
             logs = a[f"{kernel}/{name}"]
@@ -83,7 +83,7 @@ def figure3(result: Result, label: str = ""):
     and A_0, A_1 (dashed), with A fixed at 0 (top) and free (bottom)."""
     label = label or result_label(result)
     a3, pairs = result.arrays, result.config["pairs"]
-    fig, axes = plt.subplots(2, len(pairs), figsize=(4.3 * len(pairs), 6.2), squeeze=False)
+    fig, axes = plt.subplots(2, len(pairs), figsize=(min(4.3 * len(pairs), MAX_WIDTH_IN), 6.2), squeeze=False)
     for j, (kernel, act) in enumerate(pairs):
         for i, mode in enumerate(("A0", "Afree")):
             key = f"{kernel}_{act}_{mode}"
