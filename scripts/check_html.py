@@ -15,8 +15,10 @@ For every page of ``_build/html`` listed in the table of contents:
 * a screenshot of the whole page (its measured height) is saved to
   ``_build/screenshots/<page>.png``.
 
-Chromium is Debian's ``chromium``, installed with apt when missing. It runs with no network
-besides the local server (``--disable-background-networking`` and friends).
+Chromium is ``$CHROMIUM`` or the one on the PATH; when missing, Debian's ``chromium`` is
+installed with apt (as root, or through password-less sudo; otherwise the check says what to
+install). It runs with no network besides the local server (``--disable-background-networking``
+and friends); its profile is a temporary folder, so any user can run the check.
 """
 from __future__ import annotations
 
@@ -42,21 +44,33 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 
 
 def chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe:
-        return exe
+    """A headless-capable Chromium: ``$CHROMIUM``, else one on the PATH, else Debian's
+    ``chromium`` installed with apt-get (as root directly; as a user through ``sudo -n``, which
+    never waits for a password). A user who can do neither is told what to install."""
+    env = os.environ.get("CHROMIUM")
+    if env:
+        if not (shutil.which(env) or Path(env).exists()):
+            raise SystemExit(f"CHROMIUM={env!r} is not an executable")
+        return shutil.which(env) or env
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if shutil.which(name):
+            return shutil.which(name)
+    if os.geteuid() == 0:
+        sudo = []
+    elif shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        sudo = ["sudo", "-n"]
+    else:
+        raise SystemExit("no Chromium found, and this user cannot install one (not root, no password-less "
+                         "sudo): install Debian's chromium (apt-get install chromium) or point CHROMIUM at a "
+                         "Chromium or Chrome executable, then rerun `make check-html`")
     print("chromium not found: installing Debian's chromium with apt-get ...", flush=True)
-    sudo = [] if os.geteuid() == 0 or not shutil.which("sudo") else ["sudo"]   # root: no sudo needed
-    subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "chromium"], check=False,
-                   capture_output=True)
-    exe = shutil.which("chromium")
-    if not exe:
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "chromium"], check=False, capture_output=True)
+    if not shutil.which("chromium"):
         subprocess.run([*sudo, "apt-get", "update", "-q"], check=False, capture_output=True)
         subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "chromium"], check=True)
-        exe = shutil.which("chromium")
-    if not exe:
+    if not shutil.which("chromium"):
         raise SystemExit("could not install chromium")
-    return exe
+    return shutil.which("chromium")
 
 
 # Measures, once the page has laid out, every table of the article that is wider than its

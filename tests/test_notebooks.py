@@ -293,6 +293,13 @@ def test_cheng_figure1_matching_activation(executed_notebooks):
     assert r["fig1_relu_best_non_softmax"] in ("linear", "relu", "exp")
 
 
+def test_cheng_figure2_has_the_papers_four_panels(executed_notebooks):
+    r = executed_notebooks["book/cheng/experiments"]
+    assert set(r["fig2_bayes"]) == {"n14/relu", "n14/exp", "n6/relu", "n6/exp"}
+    assert len(r["fig2_seeds"]) == 12 and all(len(v) == len(r["fig2_depths"]) for v in r["fig2_seeds"].values())
+    assert all(b < 0.5 for b in r["fig2_bayes"].values())          # log Bayes loss: below the label variance
+
+
 def test_cheng_dist_falls_and_heads_combine(executed_notebooks):
     r = executed_notebooks["book/cheng/experiments"]
     for start, end in r["fig3_dist_start_end"].values():
