@@ -70,3 +70,24 @@ def test_figure2_claims_are_inconclusive_within_the_seed_spread_and_differ_beyon
     short = _values(depths=(1, 2, 4))
     assert evaluate(claims["cheng.fig2d_mid"], short, "mid")["verdict"] == INCONCLUSIVE
     assert evaluate(claims["cheng.fig2a_relu_gap_mid"], short, "mid")["verdict"] == INCONCLUSIVE
+
+
+def _fig4(shift_two=0.0, spread=0.01, composite_gain=-0.2):
+    rng = np.random.default_rng(1)
+    seeds = lambda mean: [list(mean + spread * rng.standard_normal(3)) for _ in range(4)]
+    s = {}
+    for k, base in (("linear", -3.0), ("exp", -0.5), ("composite", -1.0)):
+        s[f"{k}/linear"] = seeds(base + (0 if k == "linear" else 0.4))
+        s[f"{k}/exp"] = seeds(base + (0 if k == "exp" else 0.4))
+        best = base if k != "composite" else base + 0.4 + composite_gain
+        s[f"{k}/linear+exp"] = seeds(best + shift_two)
+    return {"mid_fig4_depths": [1, 3, 5, 7], "mid_fig4_seeds": s, "mid_fig4_tenths": {"any": [1.0, 1.0]}}
+
+
+def test_figure4_claims_follow_the_runs():
+    claims = all_claims()
+    assert evaluate(claims["cheng.fig4ab_mid"], _fig4(), "mid")["verdict"] in HOLDS
+    assert evaluate(claims["cheng.fig4c_mid"], _fig4(), "mid")["verdict"] in HOLDS
+    assert evaluate(claims["cheng.fig4ab_mid"], _fig4(shift_two=0.3), "mid")["verdict"] == DIFFERS
+    assert evaluate(claims["cheng.fig4c_mid"], _fig4(composite_gain=0.3), "mid")["verdict"] == DIFFERS
+    assert evaluate(claims["cheng.fig4c_mid"], _fig4(spread=1.0), "mid")["verdict"] == INCONCLUSIVE

@@ -257,6 +257,7 @@ def figure4_recipe(cfg, device) -> Result:
             arrays[f"{kernel}/{name}"] = logs
             metrics[f"{kernel}_{name}_log_loss"] = logs.mean(1).tolist()
         metrics[f"{kernel}_log_bayes"] = float(np.log(arrays[f"{kernel}/bayes"]))
+    metrics["pieces_seconds"] = _pieces_seconds(cfg, 4)
     return Result("cheng.figure4", "", cfg, metrics, arrays)
 
 
@@ -468,5 +469,57 @@ _ccs("fig4", "experiments", "Fig. 4c",
                      f"two heads minus the best single head (log loss, composite kernel): "
                      f"{v['fig4_composite_two_minus_best_single']:.3f}"),
      _converged_runs("fig4 composite_"), setting=_SETTING, reduced={"ci": _CI_BUDGET + "; depths 1, 3"})
+
+def figure4_values(result: Result, prefix: str = "") -> dict:
+    """The values Figure 4's claims read: per data kernel and model the per-seed log losses by
+    depth, and the training tenths per depth, under keys starting with ``prefix``."""
+    a, m, cfg = result.arrays, result.metrics, result.config
+    P, depths = prefix, [int(L) for L in a["depths"]]
+    out = {f"{P}fig4_depths": depths, f"{P}fig4_seeds": {}, f"{P}fig4_tenths": {}}
+    for kernel in cfg["kernels"]:
+        for name in ("linear", "exp", "linear+exp"):
+            out[f"{P}fig4_seeds"][f"{kernel}/{name}"] = a[f"{kernel}/{name}"].tolist()
+            for L, t in zip(depths, m[f"{kernel}_{name}_tenths"]):
+                out[f"{P}fig4_tenths"][f"{kernel}/{name} L={L}"] = t
+    return out
+
+
+FIG4_AS_GOOD = 0.05       # "performs as well as": two heads at most this much above (log loss), ours
+
+
+def _fig4_diffs(v, P, kernel, other):
+    """Per depth: (mean, standard error) over seeds of log loss(two heads) - log loss(other)."""
+    s = v[f"{P}fig4_seeds"]
+    d = np.array(s[f"{kernel}/linear+exp"]) - np.array(s[f"{kernel}/{other}"])
+    se = d.std(1, ddof=1) / np.sqrt(d.shape[1]) if d.shape[1] > 1 else np.full(len(d), np.inf)
+    return {L: (float(d[i].mean()), float(se[i])) for i, L in enumerate(v[f"{P}fig4_depths"])}
+
+
+_ccs("fig4ab_mid", "experiments", "Fig. 4a, 4b",
+     "In Figure 4(a), K-diamond = K-linear ... The 2-head Transformer performs as well as the h~linear Transformer. "
+     "In Figure 4(b), K-diamond = K-exp ... The 2-head Transformer performs as well as the h~exp Transformer",
+     lambda v: Check(all(d < FIG4_AS_GOOD for k in ("linear", "exp") for d, _ in _fig4_diffs(v, "mid_", k, k).values()),
+                     f"two heads minus the matching single head, log loss by depth ('as well as': < {FIG4_AS_GOOD}, "
+                     "ours): " + "; ".join(f"{k} data " + ", ".join(f"L={L} {d:+.3f}" for L, (d, _) in
+                                                                      _fig4_diffs(v, "mid_", k, k).items())
+                                           for k in ("linear", "exp"))),
+     all_of(converged("mid_fig4_tenths", 0.05),
+            lambda v: Gate(all(2 * se < FIG4_AS_GOOD for k in ("linear", "exp") for _, se in _fig4_diffs(v, "mid_", k, k).values()),
+                           f"every difference resolved to within the margin (2 SE < {FIG4_AS_GOOD})")),
+     setting=_SETTING, source="cheng.figure4/mid",
+     reduced={"mid": "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts, float64; depths 1, 3, 5, 7"})
+_ccs("fig4c_mid", "experiments", "Fig. 4c",
+     "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
+     lambda v: Check(all(all(d < 0 for d, _ in _fig4_diffs(v, "mid_", "composite", o).values()) for o in ("linear", "exp")),
+                     "two heads minus each single head on composite data, log loss by depth: " + "; ".join(
+                         f"{o} " + ", ".join(f"L={L} {d:+.3f} (SE {se:.3f})" for L, (d, se) in
+                                             _fig4_diffs(v, "mid_", "composite", o).items()) for o in ("linear", "exp"))),
+     all_of(converged("mid_fig4_tenths", 0.05),
+            lambda v: Gate(all(abs(d) > 2 * se for o in ("linear", "exp")
+                               for d, se in _fig4_diffs(v, "mid_", "composite", o).values()),
+                           "every difference beyond the seed spread (2 standard errors)")),
+     setting=_SETTING, source="cheng.figure4/mid",
+     reduced={"mid": "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts, float64; depths 1, 3, 5, 7"})
+
 
 register_page("cheng/theory", ci=dict(prompts=2000), paper=dict(prompts=20000))   # prompts per check
