@@ -207,3 +207,24 @@ def test_train_recipe_noise_levels_as_one_ensemble(tmp_path):
         assert torch.equal(m_both[name].head_masks[0], m_alone[name].head_masks[0])
         assert torch.allclose(m_both[name].predict(probe), m_alone[name].predict(probe), atol=1e-4)
         np.testing.assert_allclose(both.arrays[f"loss/{name}"], alone.arrays[f"loss/{name}"], rtol=1e-4)
+
+
+def test_bias_variance_path_splits_the_estimate_exactly():
+    """With r_hat fixed, GD on X~ is linear in its labels: bias + variance + cross = total,
+    and with no noise the variance is 0 and the bias is the whole excess risk."""
+    from icl_core.theory import chen as T
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(8, 20, 6, generator=g, dtype=torch.float64)
+    w = torch.zeros(8, 6, dtype=torch.float64)
+    w[:, :2] = 0.7
+    eps = 0.3 * torch.randn(8, 20, generator=g, dtype=torch.float64)
+    steps = [0, 1, 5, 50]
+    bv = T.bias_variance_path(X, w, eps, 0.05, steps)
+    assert bv["bias"].shape == (4, 8) and torch.all(bv["variance"][0] == 0)
+    r = (X.transpose(1, 2) @ (X @ w.unsqueeze(-1) + eps.unsqueeze(-1))).squeeze(-1) / 20
+    u = T.gd_path(X * r.unsqueeze(1), (X @ w.unsqueeze(-1)).squeeze(-1) + eps, 0.05, steps) * r
+    torch.testing.assert_close(bv["total"], T.excess_risk(u, w))
+    quiet = T.bias_variance_path(X, w, torch.zeros_like(eps), 0.05, steps)
+    torch.testing.assert_close(quiet["variance"], torch.zeros(4, 8, dtype=torch.float64))
+    torch.testing.assert_close(quiet["bias"], quiet["total"])
+    assert torch.all(quiet["bias"][1:] <= quiet["bias"][:-1] + 1e-12)             # GD on noiseless labels

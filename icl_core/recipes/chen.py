@@ -372,6 +372,21 @@ _czz("lemma_d2", "theory", "Lemma D.2",
                      + " (rising to at least 0.95 is our reading of the unstated constant)"),
      computed("lemma_d2_probs"), setting="Sigma = I, s = 4 nonzeros +-1/sqrt(s) (beta = 1/sqrt(s)), d = 16, 500 tasks per n",
      ci_holds=True)
+_BV_SETTING = ("Sigma = diag of 16 values from 0.25 to 4 (geometric; Thm. 5.1's diagonal Sigma), s = 4 nonzeros "
+               "+-1/sqrt(s), sigma = 0.5, n = 64, eta = 1 / max lambda_max(Sigma~), t = 1 ... 20,000")
+_czz("thm51_bias", "theory", "Thm. 5.1 (Lemma D.5, eq. D.5)",
+     "Bias <~ I + II <= 1/(t beta^2) + 1/(eta t beta^2) <~ 1/(eta t beta^2)",
+     lambda v: Check(v["bv_bias_falls"] and v["bv_bias_ratio_max"] < 1,
+                     f"bias x eta t beta^2 at most {v['bv_bias_ratio_max']:.3g} over t = {v['bv_t_range'][0]} ... "
+                     f"{v['bv_t_range'][1]} (constant 1: our reading of <~); bias falling at every step: {v['bv_bias_falls']}"),
+     computed("bv_bias_ratio_max"), setting=_BV_SETTING)
+_czz("thm51_variance", "theory", "Thm. 5.1 (Lemma D.6, eq. D.7)",
+     "Variance = I + II <~ eta^2 t / n^2 ||R X^T eps||^2 + eta t log t / n^2 ||R X^T eps||^2 <~ eta t log t / n^2 ||R X^T eps||^2",
+     lambda v: Check(v["bv_variance_rises"] and v["bv_var_ratio_max"] < 1,
+                     f"variance / (eta t (1 + log t) ||R X^T eps||^2 / n^2) at most {v['bv_var_ratio_max']:.3g} over "
+                     f"t = {v['bv_t_range'][0]} ... {v['bv_t_range'][1]} (constant 1: our reading of <~); variance rising "
+                     f"at every step: {v['bv_variance_rises']}"),
+     computed("bv_var_ratio_max"), setting=_BV_SETTING)
 _czz("thm53", "theory", "Thm. 5.3",
      "pre-GD attains an excess risk of order s/n, while OLS, ridge and GD cannot beat sigma^2 d / n",
      lambda v: Check(v["rate_ratio_by_n"][str(v["rate_ns"][-1])] > 2.5,

@@ -128,6 +128,33 @@ def pre_gd_weights(x: torch.Tensor, y: torch.Tensor, n_context: int, lr, steps,
     return W, W * r
 
 
+def bias_variance_path(X: torch.Tensor, w_star: torch.Tensor, eps: torch.Tensor, lr: float, steps,
+                       cov: torch.Tensor | None = None) -> dict:
+    """Pre-GD's excess risk split into bias and variance along the GD steps (App. D.1, eq. D.4
+    and D.6), exactly: with ``r_hat`` from the labels ``y = X w* + eps`` and fixed, GD on
+    ``X~ = X diag(r_hat)`` from 0 is linear in its labels, so the effective weights split as
+    ``u^t = u^t(X w*) + u^t(eps)``.
+
+    Args: ``X (B, n, d)`` context covariates, ``w_star (B, d)``, ``eps (B, n)`` label noise,
+    ``lr`` the GD step on ``X~``, ``steps`` the step counts, ``cov`` Sigma (None: I).
+    Returns ``{"bias", "variance", "total", "bound_var"}``, each ``(len(steps), B)``:
+    ``||Sigma^{1/2}(u^t(X w*) - w*)||^2``, ``||Sigma^{1/2} u^t(eps)||^2``, the excess risk of
+    ``u^t(y)`` (bias + variance + a cross term that averages out only as r_hat's dependence
+    on eps fades), and eq. D.7's shape ``lr t log t ||r_hat * X^T eps||^2 / n^2`` (the variance
+    bound without its constant; log t read as 1 + log t so that t = 1 is defined)."""
+    X, w, e = X.double(), w_star.double(), eps.double()
+    n = X.shape[1]
+    signal = (X @ w.unsqueeze(-1)).squeeze(-1)                              # (B, n)
+    r = (X.transpose(1, 2) @ (signal + e).unsqueeze(-1)).squeeze(-1) / n     # (B, d) r_hat
+    Xt = X * r.unsqueeze(1)
+    u_sig = gd_path(Xt, signal, lr, steps) * r                               # (T, B, d)
+    u_eps = gd_path(Xt, e, lr, steps) * r
+    t = torch.as_tensor(np.asarray(steps), dtype=torch.float64).unsqueeze(-1)     # (T, 1)
+    rx = ((r * (X.transpose(1, 2) @ e.unsqueeze(-1)).squeeze(-1)) ** 2).sum(-1)   # (B,)
+    return {"bias": excess_risk(u_sig, w, cov), "variance": excess_risk(u_eps, torch.zeros_like(w), cov),
+            "total": excess_risk(u_sig + u_eps, w, cov), "bound_var": lr * t * (1 + torch.log(t)) * rx / n ** 2}
+
+
 def excess_risk(w_hat: torch.Tensor, w_star: torch.Tensor, cov: torch.Tensor | None = None):
     """``||Sigma^{1/2}(w_hat - w*)||^2 = E(<w_hat, x> - y)^2 - sigma^2`` over the last axis
     (``cov=None``: Sigma = I). Broadcasts ``w_hat (..., B, d)`` against ``w* (B, d)``."""
