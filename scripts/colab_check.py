@@ -3,10 +3,9 @@ environment, the committed ``.ipynb`` twins executed with papermill in an empty 
 committed results reached only by the download step (pointed at this checkout's ``results/``
 through ``ICL_BOOK_RESULTS_URL=file://...``, as Colab reaches the repository's raw files).
 
-For each notebook it counts the figures (``image/png`` outputs and static-player frames
-aside: one per output) and compares them with the book's own execution in
-``_build/executed`` (run ``make book`` first); it fails when a twin draws fewer, prints a
-"No result" message, or raises.
+For each notebook it counts the figures (``image/png`` outputs) and compares them with the
+book's own execution in ``_build/executed`` (run ``make book`` first); it fails when a twin
+draws fewer, says a committed result is missing that the book found, or raises.
 
     python scripts/colab_check.py [--jobs 2] [--only book/chen/experiments]
 """
@@ -15,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,17 +37,21 @@ def pins() -> list[str]:
     return [l for l in lines if l.split("==")[0] in RUNTIME]
 
 
-def figures(nb_path: Path) -> tuple[int, list[str]]:
-    """(number of image/png outputs, texts of outputs saying a result is missing)."""
+MISSING = re.compile(r"No result (\S+) here|Not committed|No trained models|No paper-scale piece")
+
+
+def figures(nb_path: Path) -> tuple[int, set[str]]:
+    """(number of image/png outputs, what its outputs say is missing: a result's name, or the
+    message)."""
     nb = json.loads(nb_path.read_text())
-    n, missing = 0, []
+    n, missing = 0, set()
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             n += "image/png" in data
             text = "".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
-            if "No result" in text or "Not committed" in text or "No trained models" in text:
-                missing.append(text.strip().splitlines()[0][:120])
+            for m in MISSING.finditer(text):
+                missing.add(m.group(1) or m.group(0))
     return n, missing
 
 
@@ -97,14 +101,15 @@ def main(argv=None) -> int:
         print(f"{'notebook':32s} {'colab figures':>13s} {'book figures':>12s} {'seconds':>8s}")
         with ThreadPoolExecutor(args.jobs) as pool:
             for src, proc, secs, out in pool.map(run, srcs):
-                book_n, _ = figures(EXECUTED / f"{rel(src)}.ipynb")
-                n, missing = figures(out) if out.exists() else (0, [])
+                book_n, book_missing = figures(EXECUTED / f"{rel(src)}.ipynb")
+                n, missing = figures(out) if out.exists() else (0, set())
+                missing -= book_missing            # what the book lacks too is not committed anywhere
                 ok = proc.returncode == 0 and n >= book_n and not missing
                 print(f"{rel(src):32s} {n:13d} {book_n:12d} {secs:8.0f}  {'ok' if ok else 'FAILED'}")
                 if proc.returncode:
                     print("   " + proc.stderr.strip().splitlines()[-1][:300] if proc.stderr.strip() else "")
-                for m in missing:
-                    print(f"   says: {m}")
+                for m in sorted(missing):
+                    print(f"   missing here but not in the book: {m}")
                 if not ok:
                     failed.append(rel(src))
         print(f"simulated Colab: {len(srcs) - len(failed)}/{len(srcs)} notebooks draw every figure the book draws "
