@@ -77,7 +77,7 @@ def test_static_player_has_a_frame_per_grid_combination(monkeypatch):
     assert "icl-player" not in t.show().html()
 
 
-def test_every_explorer_grid_names_its_attributes_and_holds_its_default():
+def test_every_explorer_grid_names_its_attributes_and_stays_small():
     import icl_core.widgets as W
     for cls in (W.BaselineExplorer, W.LSAExplorer, W.WindowExplorer, W.FunctionalGDExplorer,
                 W.PreGDExplorer, W.MechanismExplorer):
