@@ -279,22 +279,17 @@ def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
     return out
 
 
-def load_committed(results_dir=None) -> tuple[dict, dict, str, list]:
+def load_committed() -> tuple[dict, dict, str, list]:
     """The committed trained models: ``chen.train/paper`` if it exists, else every
     ``chen.train/mid*`` folder merged, found by :mod:`icl_core.committed` (downloaded
-    outside a checkout), or under ``results_dir`` when given. Returns ``(models, config,
-    scale, results)``; ``models`` is empty when nothing is committed; ``config`` is the first
-    result's with ``heads``, ``layers`` and ``seeds`` merged over all of them."""
-    from pathlib import Path
-
+    outside a checkout). Returns ``(models, config, scale, results)``; ``models`` is empty when
+    nothing is committed; ``config`` is the first result's with ``heads``, ``layers`` and
+    ``seeds`` merged over all of them."""
     from . import committed
-    if results_dir is not None:
-        root = Path(results_dir) / "chen.train"
-        found = {f.name: f for f in root.glob("*") if (f / "result.json").exists()}
-    else:
-        found = {name: committed.find("chen.train", name) for name in committed.folders("chen.train")}
-    names = ["paper"] if found.get("paper") else sorted(n for n in found if n.startswith("mid"))
-    folders = [found[n] for n in names if found[n] is not None]
+    names = committed.folders("chen.train")
+    paper = committed.find("chen.train", "paper") if "paper" in names else None
+    folders = [paper] if paper is not None else [
+        f for f in (committed.find("chen.train", n) for n in names if n.startswith("mid")) if f is not None]
     models, results = {}, [Result.load(f) for f in folders]
     for r in results:
         models.update(load_models(r))

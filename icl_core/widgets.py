@@ -51,8 +51,7 @@ class _Explorer:
         return Shown(self, bool(static))
 
     def frames(self) -> tuple[dict, dict]:
-        """``(grid, frames)``: the ``STATIC`` grid, with each control starting at the grid
-        value nearest the explorer's setting, and ``{"i,j,...": png bytes}`` for every
+        """``(grid, frames)``: the ``STATIC`` grid and ``{"i,j,...": png bytes}`` for every
         combination of grid indices (the explorer itself is left as it was)."""
         if not self.STATIC:
             raise ValueError(f"{type(self).__name__} has no STATIC grid to precompute")
@@ -92,7 +91,8 @@ class Shown:
         if not self.static:
             data = base64.b64encode(_png(self.explorer.figure())).decode()
             return f'<img class="icl-explorer" alt="{name} at its default setting" src="data:image/png;base64,{data}"/>'
-        return player_html(name, *self.explorer.frames(), self.explorer.start(dict(self.explorer.STATIC)))
+        grid, frames = self.explorer.frames()
+        return player_html(name, grid, frames, self.explorer.start(grid))
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = {"text/plain": f"<{type(self.explorer).__name__}: run the notebook for the live explorer>"}

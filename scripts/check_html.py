@@ -255,10 +255,11 @@ def check_page(exe: str, server: Server, page: Path) -> list[str]:
         status = requests.get(req)
         if status != 200 or target.stat().st_size < 200:
             problems.append(f"{url_path}: image {src} not loaded (status {status})")
-    if 'class="icl-player"' not in page.read_text() and 'tag_explorer' in page.read_text():
+    page_html = page.read_text()
+    if 'class="icl-player"' not in page_html and 'tag_explorer' in page_html:
         problems.append(f"{url_path}: an explorer cell without its static player (the build must set "
                         "ICL_BOOK_STATIC_PLAYER=1)")
-    if "widget-view+json" in page.read_text():
+    if "widget-view+json" in page_html:
         problems.append(f"{url_path}: a live widget view in the HTML (no kernel runs behind the page)")
     if not shot.exists() or shot.stat().st_size < 1000:
         problems.append(f"{url_path}: no screenshot")

@@ -15,7 +15,7 @@ rerun reuses them (a long sweep runs in pieces)."""
 from __future__ import annotations
 
 import json
-import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ import torch
 from ..baselines import gp_posterior_mean
 from ..models import KernelTransformer
 from ..prompts import derive_seed
-from ..results import Result
+from ..results import Result, _atomic_write_bytes
 from ..tasks import GPTask
 from ..tasks.pool import PoolSampler
 from ..training import train
@@ -83,16 +83,13 @@ def _fit(cfg, kernel, n, activations, depth, device, tag):
             raise ValueError(f"{path} was trained with other settings ({saved['settings']}, now {settings}): "
                              "pass another checkpoint_dir or remove it")
         return np.array(saved["losses"]), saved["tenths"], saved["clamped"]
-    import time
     t0 = time.perf_counter()
     _, losses, fit, clamped = _train_eval(cfg, kernel, n, activations, depth, device, tag=tag)
     t = tenths(fit.losses, cfg.get("center", "mean"))
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"settings": settings, "losses": losses.tolist(), "tenths": t,
-                                   "clamped": clamped, "seconds": round(time.perf_counter() - t0, 1)}) + "\n")
-        os.replace(tmp, path)
+        _atomic_write_bytes(path, (json.dumps({"settings": settings, "losses": losses.tolist(), "tenths": t,
+                                               "clamped": clamped, "seconds": round(time.perf_counter() - t0, 1)})
+                                   + "\n").encode())
     return losses, t, clamped
 
 
@@ -355,6 +352,15 @@ def figure2_values(result: Result, prefix: str = "") -> dict:
 
 
 FIG2_GAP_SMALL = 0.05      # "very small" (Fig. 2b): |log loss softmax - exp| below this, ours
+_MID_BUDGET = "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts every step, float64"
+
+
+def _diff_by_depth(a, b, depths) -> dict:
+    """Per depth: (mean, standard error) over seeds of ``a - b``, two ``(depths, seeds)``
+    arrays of log losses (infinite error with one seed)."""
+    d = np.asarray(a) - np.asarray(b)
+    se = d.std(1, ddof=1) / np.sqrt(d.shape[1]) if d.shape[1] > 1 else np.full(len(d), np.inf)
+    return {L: (float(d[i].mean()), float(se[i])) for i, L in enumerate(depths)}
 
 
 def _fig2_lower(v, P, panel, winner, others, at_least=1):
@@ -405,12 +411,10 @@ def _declare_figure2(P: str, suffix: str, source, reduced: dict):
          all_of(conv, _fig2_decided(P, match)), **common)
 
     def gaps(v):
-        seeds, depths = v[f"{P}fig2_seeds"], v[f"{P}fig2_depths"]
+        seeds = v[f"{P}fig2_seeds"]
         if "n14/exp/softmax" not in seeds:
             return {}
-        d = np.array(seeds["n14/exp/softmax"]) - np.array(seeds["n14/exp/exp"])       # (depths, seeds)
-        return {L: (float(d[i].mean()), float(d[i].std(ddof=1) / np.sqrt(d.shape[1])) if d.shape[1] > 1 else float("inf"))
-                for i, L in enumerate(depths)}
+        return _diff_by_depth(seeds["n14/exp/softmax"], seeds["n14/exp/exp"], v[f"{P}fig2_depths"])
 
     def gaps_gate(v):
         g = gaps(v)
@@ -455,8 +459,7 @@ def _declare_figure2(P: str, suffix: str, source, reduced: dict):
 
 _declare_figure2("", "", None, {"ci": _CI_BUDGET + "; depths 1, 2, 4 (the paper: 1-8)"})
 _declare_figure2("mid_", "_mid", "cheng.figure2/mid",
-                 {"mid": "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts every step, float64 (the paper: "
-                         "batch 30,000 resampled every 10 steps, trained to convergence)"})
+                 {"mid": _MID_BUDGET + " (the paper: batch 30,000 resampled every 10 steps, trained to convergence)"})
 _ccs("fig3", "experiments", "Figs. 3, 5, 6",
      "In all cases, the corresponding matrix appears to be converging to identity, which is the stationary point "
      "from Theorem 4.5",
@@ -469,6 +472,7 @@ _ccs("fig4", "experiments", "Fig. 4c",
                      f"two heads minus the best single head (log loss, composite kernel): "
                      f"{v['fig4_composite_two_minus_best_single']:.3f}"),
      _converged_runs("fig4 composite_"), setting=_SETTING, reduced={"ci": _CI_BUDGET + "; depths 1, 3"})
+
 
 def figure4_values(result: Result, prefix: str = "") -> dict:
     """The values Figure 4's claims read: per data kernel and model the per-seed log losses by
@@ -490,9 +494,7 @@ FIG4_AS_GOOD = 0.05       # "performs as well as": two heads at most this much a
 def _fig4_diffs(v, P, kernel, other):
     """Per depth: (mean, standard error) over seeds of log loss(two heads) - log loss(other)."""
     s = v[f"{P}fig4_seeds"]
-    d = np.array(s[f"{kernel}/linear+exp"]) - np.array(s[f"{kernel}/{other}"])
-    se = d.std(1, ddof=1) / np.sqrt(d.shape[1]) if d.shape[1] > 1 else np.full(len(d), np.inf)
-    return {L: (float(d[i].mean()), float(se[i])) for i, L in enumerate(v[f"{P}fig4_depths"])}
+    return _diff_by_depth(s[f"{kernel}/linear+exp"], s[f"{kernel}/{other}"], v[f"{P}fig4_depths"])
 
 
 _ccs("fig4ab_mid", "experiments", "Fig. 4a, 4b",
@@ -507,7 +509,7 @@ _ccs("fig4ab_mid", "experiments", "Fig. 4a, 4b",
             lambda v: Gate(all(2 * se < FIG4_AS_GOOD for k in ("linear", "exp") for _, se in _fig4_diffs(v, "mid_", k, k).values()),
                            f"every difference resolved to within the margin (2 SE < {FIG4_AS_GOOD})")),
      setting=_SETTING, source="cheng.figure4/mid",
-     reduced={"mid": "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts, float64; depths 1, 3, 5, 7"})
+     reduced={"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
 _ccs("fig4c_mid", "experiments", "Fig. 4c",
      "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
      lambda v: Check(all(all(d < 0 for d, _ in _fig4_diffs(v, "mid_", "composite", o).values()) for o in ("linear", "exp")),
@@ -519,7 +521,7 @@ _ccs("fig4c_mid", "experiments", "Fig. 4c",
                                for d, se in _fig4_diffs(v, "mid_", "composite", o).values()),
                            "every difference beyond the seed spread (2 standard errors)")),
      setting=_SETTING, source="cheng.figure4/mid",
-     reduced={"mid": "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts, float64; depths 1, 3, 5, 7"})
+     reduced={"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
 
 
 register_page("cheng/theory", ci=dict(prompts=2000), paper=dict(prompts=20000))   # prompts per check

@@ -145,7 +145,7 @@ def bias_variance_path(X: torch.Tensor, w_star: torch.Tensor, eps: torch.Tensor,
     X, w, e = X.double(), w_star.double(), eps.double()
     n = X.shape[1]
     signal = (X @ w.unsqueeze(-1)).squeeze(-1)                              # (B, n)
-    r = (X.transpose(1, 2) @ (signal + e).unsqueeze(-1)).squeeze(-1) / n     # (B, d) r_hat
+    r = correlations(X, signal + e, n)                                       # (B, d) r_hat
     Xt = X * r.unsqueeze(1)
     u_sig = gd_path(Xt, signal, lr, steps) * r                               # (T, B, d)
     u_eps = gd_path(Xt, e, lr, steps) * r
