@@ -100,7 +100,10 @@ window.addEventListener("load", () => setTimeout(() => {
     control.dispatchEvent(new Event("input", {bubbles: true}));
     return {moved: true, changed: img.src !== before && img.src.startsWith("data:image/png"), img};
   });
+  let done = false;
   const finish = () => {
+    if (done) return;        // once: after the frames decode, or after 3 s if a decode never settles
+    done = true;
     const out = document.createElement("div");
     out.id = "icl-probe";
     out.setAttribute("data-overflow", JSON.stringify(wide));
@@ -112,6 +115,7 @@ window.addEventListener("load", () => setTimeout(() => {
     document.body.appendChild(out);
   };
   Promise.all(players.filter(p => p.img).map(p => p.img.decode().catch(() => null))).then(finish, finish);
+  setTimeout(finish, 3000);
 }, 500));
 </script>"""
 WIDTHS = {"desktop": 1280, "phone": 390}
