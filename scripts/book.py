@@ -119,10 +119,14 @@ def execute_one(src: Path, scale: str) -> tuple[Path, float, str | None]:
     partial.unlink(missing_ok=True)
     t0 = time.perf_counter()
     try:
+        # The kernel starts in the notebook's folder through nbclient's resources, not
+        # papermill's ``cwd``: that one chdirs this whole process, and runs in parallel
+        # threads would race and leave it in some notebook's folder.
         pm.execute_notebook(jupytext.read(src), str(partial), kernel_name="python3",
                             parameters={"scale": scale, "records_path": str(recs)},
-                            cwd=str(src.parent), progress_bar=False,
-                            execution_timeout=CELL_TIMEOUT_S, log_output=False)
+                            resources={"metadata": {"path": str(src.parent)}},
+                            progress_bar=False, execution_timeout=CELL_TIMEOUT_S,
+                            log_output=False)
     except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
         return src, time.perf_counter() - t0, f"{type(err).__name__}: {err}"
     os.replace(partial, out)          # the executed copy only replaces the old one when complete

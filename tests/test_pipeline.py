@@ -67,3 +67,16 @@ def test_the_key_covers_package_versions_and_is_taken_before_the_run(tree):
     (tree / "requirements.txt").write_text("torch==2.14.0\n")
     assert book.source_key(src, "ci") != key
     assert json.loads(book._stamp(src).read_text())["scale"] == "ci"
+
+
+def test_runs_start_in_the_notebooks_folder_without_moving_this_process(tree, monkeypatch):
+    """Notebooks run in parallel threads: a chdir of the whole process would race (CI once
+    ran the tests from book/foundations after the build)."""
+    import os
+    here, moves = os.getcwd(), []
+    monkeypatch.setattr(os, "chdir", lambda path: moves.append(str(path)))
+    src = tree / "book" / "nb.md"
+    src.write_text(NOTEBOOK.format(body="import pathlib; pathlib.Path('where.txt').write_text(str(pathlib.Path.cwd()))"))
+    _, _, error = book.execute_one(src, "ci")
+    assert error is None and set(moves) <= {here}     # papermill re-enters the cwd it has
+    assert (tree / "book" / "where.txt").read_text() == str(tree / "book")
