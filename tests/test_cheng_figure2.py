@@ -70,6 +70,10 @@ def test_figure2_claims_are_inconclusive_within_the_seed_spread_and_differ_beyon
     short = _values(depths=(1, 2, 4))
     assert evaluate(claims["cheng.fig2d_mid"], short, "mid")["verdict"] == INCONCLUSIVE
     assert evaluate(claims["cheng.fig2a_relu_gap_mid"], short, "mid")["verdict"] == INCONCLUSIVE
+    closing = _values()          # a relu gap that keeps closing past L = 3, as exp's does on exp data
+    closing["mid_fig2_seeds"]["n14/relu/relu"] = [list(np.array(x) - 0.06 * max(0, L - 3)) for x, L in
+                                                  zip(closing["mid_fig2_seeds"]["n14/relu/relu"], range(1, 9))]
+    assert evaluate(claims["cheng.fig2a_relu_gap_mid"], closing, "mid")["verdict"] == DIFFERS
 
 
 def _fig4(shift_two=0.0, spread=0.01, composite_gain=-0.2):

@@ -11,6 +11,9 @@ COLORS = {"linear": "#1f4e9c", "relu": "#2a9d4b", "exp": "#d9822b", "softmax": "
           "linear+exp": "#111111"}
 
 
+FIG1_LETTERS = {"linear": "a", "relu": "b", "exp": "c"}      # the paper's panels
+
+
 def figure1(result: Result, label: str = ""):
     """``cheng.figure1``: log test loss against n, one panel per data kernel, one curve per
     activation (mean and spread over seeds), the Bayes predictor in black."""
@@ -22,7 +25,7 @@ def figure1(result: Result, label: str = ""):
             logs = a[f"{kernel}/{act}"]
             ax.errorbar(ns, logs.mean(1), yerr=logs.std(1), fmt="o-", ms=4, color=COLORS[act], label=f"h = {act}")
         ax.plot(ns, np.log(np.maximum(a[f"{kernel}/bayes"], 1e-8)), "k--", label="Bayes")
-        ax.set_title(f"data: {kernel}-kernel GP ({label})", fontsize=9)
+        ax.set_title(f"({FIG1_LETTERS[kernel]}) {kernel}-kernel GP, L = {cfg['depth']} ({label})", fontsize=9)
         ax.set_xlabel("n"); ax.set_ylabel("log test loss"); ax.legend(fontsize=7)
         if kernel == "linear":
             ax.set_ylim(-8, 1)

@@ -1,0 +1,60 @@
+"""Cheng et al. Figure 1: the matched activation best on panels (a), (b), and softmax below exp
+on exp data for n in {6, ..., 14} (Fig. 1c), each decided against the seed spread."""
+import matplotlib
+import numpy as np
+import pytest
+
+from icl_core.claims import HOLDS, VERDICTS, all_claims, evaluate
+from icl_core.recipes import cheng, config
+
+matplotlib.use("Agg")
+INCONCLUSIVE, DIFFERS = VERDICTS[3], VERDICTS[4]          # no verdict typed here
+NS = (2, 4, 6, 8, 10, 12, 14)
+
+
+def _values(spread=0.01, shift=0.3, ns=NS):
+    """Synthetic mid values: the matched activation lower by ``shift`` on linear and relu data
+    at every n, softmax lower than exp on exp data for every n."""
+    rng = np.random.default_rng(0)
+    seeds = lambda mean: [list(mean + spread * rng.standard_normal(3)) for _ in ns]
+    s = {}
+    for k, base in (("linear", -3.0), ("relu", -1.0), ("exp", -0.3)):
+        for a in ("linear", "relu", "exp"):
+            s[f"{k}/{a}"] = seeds(base if a == k else base + shift)
+        s[f"{k}/softmax"] = seeds(base - (shift if k == "exp" else -shift))
+    return {"mid_fig1_ns": list(ns), "mid_fig1_seeds": s, "mid_fig1_bayes": {},
+            "mid_fig1_tenths": {f"{k} n={n}": [1.0, 1.0] for k in s for n in ns}}
+
+
+@pytest.mark.parametrize("cid", ["fig1_match_mid", "fig1c_mid"])
+def test_figure1_claims_hold_on_a_run_that_shows_them(cid):
+    row = evaluate(all_claims()[f"cheng.{cid}"], _values(), "mid")
+    assert row["verdict"] in HOLDS, row
+
+
+def test_figure1_claims_tie_within_the_spread_and_differ_beyond_it():
+    claims = all_claims()
+    assert evaluate(claims["cheng.fig1_match_mid"], _values(spread=1.0), "mid")["verdict"] == INCONCLUSIVE
+    v = _values()
+    v["mid_fig1_seeds"]["relu/exp"] = [list(np.array(x) - 0.6) for x in v["mid_fig1_seeds"]["relu/exp"]]
+    assert evaluate(claims["cheng.fig1_match_mid"], v, "mid")["verdict"] == DIFFERS
+    v = _values()
+    v["mid_fig1_seeds"]["exp/softmax"][-1] = list(np.array(v["mid_fig1_seeds"]["exp/exp"][-1]) + 0.4)
+    assert evaluate(claims["cheng.fig1c_mid"], v, "mid")["verdict"] == DIFFERS
+    assert evaluate(claims["cheng.fig1c_mid"], _values(ns=(2, 4)), "mid")["verdict"] == INCONCLUSIVE
+    v = _values()
+    v["mid_fig1_tenths"]["exp/exp n=14"] = [1.0, 0.5]                    # exp data still training
+    assert evaluate(claims["cheng.fig1c_mid"], v, "mid")["verdict"] == INCONCLUSIVE
+    assert evaluate(claims["cheng.fig1_match_mid"], v, "mid")["verdict"] in HOLDS   # panels (a), (b) unaffected
+
+
+def test_figure1_values_read_a_run_and_its_figure_draws(tmp_path):
+    cfg = {**config("cheng.figure1", "ci"), "seeds": 2, "batch_size": 16, "pool": 0, "steps": 3,
+           "test_prompts": 20, "ns": [2, 6], "checkpoint_dir": str(tmp_path)}
+    r = cheng.figure1_recipe(cfg, "cpu")
+    v = cheng.figure1_values(r, "mid_")
+    assert v["mid_fig1_ns"] == [2, 6] and len(v["mid_fig1_seeds"]) == 12
+    assert np.shape(v["mid_fig1_seeds"]["relu/exp"]) == (2, 2) and len(v["mid_fig1_tenths"]) == 24
+    assert r.metrics["pieces_seconds"] is not None and len(list(tmp_path.glob("t1-*.json"))) == 24
+    from icl_core.figures import cheng as figures
+    assert [ax.get_title()[:3] for ax in figures.figure1(r).axes] == ["(a)", "(b)", "(c)"]
