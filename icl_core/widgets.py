@@ -84,12 +84,13 @@ class Shown:
     def __init__(self, explorer: _Explorer, static: bool):
         self.explorer, self.static = explorer, static
 
-    def html(self) -> str:
+    def html(self, current: bytes | None = None) -> str:
         """The ``text/html`` part: a self-contained player (sliders and menus over the
-        precomputed frames, a few lines of JavaScript) or one ``<img>``."""
+        precomputed frames, a few lines of JavaScript) or one ``<img>`` (``current``: the
+        PNG of the figure at the current settings, when the live widget has drawn it)."""
         name = type(self.explorer).__name__
         if not self.static:
-            data = base64.b64encode(_png(self.explorer.figure())).decode()
+            data = base64.b64encode(current or _png(self.explorer.figure())).decode()
             return f'<img class="icl-explorer" alt="{name} at its default setting" src="data:image/png;base64,{data}"/>'
         grid, frames = self.explorer.frames()
         return player_html(name, grid, frames, self.explorer.start(grid))
@@ -104,7 +105,8 @@ class Shown:
             view = (widget._repr_mimebundle_() if hasattr(widget, "_repr_mimebundle_") else
                     {VIEW_MIME: {"version_major": 2, "version_minor": 0, "model_id": widget._model_id}})
             bundle.update({k: v for k, v in view.items() if k != "text/plain"})
-        bundle["text/html"] = self.html()
+        image = getattr(widget, "icl_image", None)        # the live widget's figure: not drawn twice
+        bundle["text/html"] = self.html(image.value if image is not None else None)
         return bundle
 
 
@@ -513,7 +515,9 @@ def _live(explorer, controls: dict, rows: list[list[str]], at_most: dict | None 
 
     for control in controls.values():
         control.observe(redraw, names="value")
-    return W.VBox([*(W.HBox([controls[n] for n in row]) for row in rows), image])
+    box = W.VBox([*(W.HBox([controls[n] for n in row]) for row in rows), image])
+    box.icl_image = image
+    return box
 
 
 def _png(fig, dpi=None) -> bytes:

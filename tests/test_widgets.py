@@ -47,6 +47,15 @@ def test_show_offers_the_live_widget_and_a_static_part_once():
     assert "icl-player" not in bundle["text/html"]
 
 
+def test_a_readers_kernel_draws_the_default_figure_once(monkeypatch):
+    explorer = BaselineExplorer(d=3, n_max=8, n_prompts=40)
+    drawn = []
+    figure = explorer.figure
+    monkeypatch.setattr(explorer, "figure", lambda: drawn.append(1) or figure())
+    bundle = explorer.show(static=False)._repr_mimebundle_()
+    assert len(drawn) == 1 and bundle["text/html"].startswith('<img class="icl-explorer"')
+
+
 def test_static_player_has_a_frame_per_grid_combination(monkeypatch):
     import re
 
