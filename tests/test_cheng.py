@@ -155,6 +155,16 @@ def test_example_covariates_and_relu_net_task():
     assert (p.y[:, 0] ** 2).mean().item() == pytest.approx(50 / 2, rel=0.05)    # m ||x||^2 / 2
 
 
+def test_gp_labels_have_the_flipped_gram_covariance():
+    from icl_core.kernels import flip, gram
+    from icl_core.tasks.gp import label_root
+    xi = sphere_points(4, 9, 5, seed=3)
+    for kernel in ("linear", "relu", "exp", "composite"):
+        R = label_root(xi, kernel)
+        target = flip(gram(xi, xi, kernel)) + 1e-8 * torch.eye(9, dtype=torch.float64)
+        assert (R @ R.transpose(-1, -2) - target).abs().max() < 1e-10, kernel
+
+
 def test_draw_runs_of_a_sampler_that_overrides_draw():
     from icl_core import Streams
     t = GPTask(5, "exp", seed=2)
