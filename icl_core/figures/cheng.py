@@ -81,21 +81,37 @@ def depth_sweep(result: Result, label: str = "", models=None):
     return fig
 
 
-def figure3(result: Result, label: str = ""):
+def figure3(result: Result, label: str = "", mode: str | None = None):
     """``cheng.figure3``: dist(M, I) during training for Sigma^1/2 B_l^T C_l Sigma^1/2 (solid)
-    and A_0, A_1 (dashed), with A fixed at 0 (top) and free (bottom)."""
+    and A_0, A_1 (dashed), with A fixed at 0 (Figure 5) and free (Figure 6). Up to three pairs:
+    one column per pair, a row per mode; more (the paper's nine): a row per (mode, data
+    kernel), a column per activation. ``mode``: "A0" or "Afree" draws that mode alone."""
     label = label or result_label(result)
-    a3, pairs = result.arrays, result.config["pairs"]
-    fig, axes = plt.subplots(2, len(pairs), figsize=(min(4.3 * len(pairs), MAX_WIDTH_IN), 6.2), squeeze=False)
-    for j, (kernel, act) in enumerate(pairs):
-        for i, mode in enumerate(("A0", "Afree")):
-            key = f"{kernel}_{act}_{mode}"
-            d = a3[f"{key}/dist"].mean(1)                     # mean over seeds: (steps, matrices)
-            names = [f"B{l}'C{l}" for l in range(3)] + ([] if mode == "A0" else ["A0", "A1"])
-            for k, name in enumerate(names):
-                axes[i, j].semilogy(a3[f"{key}/steps"], d[:, k], ls="-" if name.startswith("B") else "--", label=name)
-            axes[i, j].set_title(f"{kernel} data, h = {act}, {'A = 0' if mode == 'A0' else 'A free'}", fontsize=9)
-            axes[i, j].set_xlabel("training step"); axes[i, j].set_ylabel("dist(M, I)"); axes[i, j].legend(fontsize=7)
-    fig.suptitle(f"Figures 3 / 5 / 6 ({label})", fontsize=10)
+    a3, pairs = result.arrays, [tuple(p) for p in result.config["pairs"]]
+    if mode not in (None, "A0", "Afree"):
+        raise ValueError(f"mode must be None, 'A0' or 'Afree', got {mode!r}")
+    modes = [mode] if mode else ["A0", "Afree"]
+    if len(pairs) <= 3:
+        cells = [[(k, act, m) for k, act in pairs] for m in modes]
+    else:
+        kernels = list(dict.fromkeys(k for k, _ in pairs))
+        acts = list(dict.fromkeys(act for _, act in pairs))
+        cells = [[(k, act, m) if (k, act) in pairs else None for act in acts] for m in modes for k in kernels]
+    rows, cols = len(cells), len(cells[0])
+    fig, axes = plt.subplots(rows, cols, figsize=(min(4.3 * cols, MAX_WIDTH_IN), 3.1 * rows), squeeze=False)
+    for ax, cell in zip(axes.flat, (c for row in cells for c in row)):
+        if cell is None:
+            ax.axis("off")
+            continue
+        kernel, act, m = cell
+        key = f"{kernel}_{act}_{m}"
+        d = a3[f"{key}/dist"].mean(1)                     # mean over seeds: (steps, matrices)
+        names = [f"B{l}'C{l}" for l in range(3)] + ([] if m == "A0" else ["A0", "A1"])
+        for k, name in enumerate(names):
+            ax.semilogy(a3[f"{key}/steps"], d[:, k], ls="-" if name.startswith("B") else "--", label=name)
+        ax.set_title(f"{kernel} data, h = {act}, {'A = 0' if m == 'A0' else 'A free'}", fontsize=9)
+        ax.set_xlabel("training step"); ax.set_ylabel("dist(M, I)"); ax.legend(fontsize=7)
+    which = {"A0": "Figure 5 (A = 0)", "Afree": "Figure 6 (A free)"}
+    fig.suptitle(f"{which[mode] if mode else 'Figures 3 / 5 / 6'} ({label})", fontsize=10)
     fig.tight_layout()
     return fig

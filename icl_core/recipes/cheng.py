@@ -70,27 +70,35 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
 _PIECE_KEYS = ("seeds", "batch_size", "pool", "steps", "lr", "test_prompts", "seed", "float64", "center")
 
 
-def _fit(cfg, kernel, n, activations, depth, device, tag):
-    """``(per-seed test losses, tenths of the training loss, clamped share)`` of one trained
-    setting, reused from ``cfg["checkpoint_dir"]`` when a piece with the same settings is there."""
+def _piece(cfg, name: str, compute, extra_keys: tuple = ()) -> dict:
+    """``compute()`` (a dict of JSON values), saved as ``cfg["checkpoint_dir"]/name`` with the
+    settings it was made with and its wall time, and reused from there when a piece with the
+    same settings is present (another setting raises: pass another folder or remove it)."""
     folder = cfg.get("checkpoint_dir")
-    name = f"t{tag}-{kernel}-{'+'.join(activations)}-n{n}-L{depth}.json"
-    settings = {k: cfg.get(k) for k in _PIECE_KEYS}
+    settings = {k: cfg.get(k) for k in _PIECE_KEYS + tuple(extra_keys)}
     path = Path(folder) / name if folder else None
     if path is not None and path.exists():
         saved = json.loads(path.read_text())
         if saved["settings"] != settings:
             raise ValueError(f"{path} was trained with other settings ({saved['settings']}, now {settings}): "
                              "pass another checkpoint_dir or remove it")
-        return np.array(saved["losses"]), saved["tenths"], saved["clamped"]
+        return {k: v for k, v in saved.items() if k not in ("settings", "seconds")}
     t0 = time.perf_counter()
-    _, losses, fit, clamped = _train_eval(cfg, kernel, n, activations, depth, device, tag=tag)
-    t = tenths(fit.losses, cfg.get("center", "mean"))
+    value = compute()
     if path is not None:
-        _atomic_write_bytes(path, (json.dumps({"settings": settings, "losses": losses.tolist(), "tenths": t,
-                                               "clamped": clamped, "seconds": round(time.perf_counter() - t0, 1)})
-                                   + "\n").encode())
-    return losses, t, clamped
+        _atomic_write_bytes(path, (json.dumps({"settings": settings, **value,
+                                               "seconds": round(time.perf_counter() - t0, 1)}) + "\n").encode())
+    return value
+
+
+def _fit(cfg, kernel, n, activations, depth, device, tag):
+    """``(per-seed test losses, tenths of the training loss, clamped share)`` of one trained
+    setting, reused from ``cfg["checkpoint_dir"]`` when a piece with the same settings is there."""
+    def compute():
+        _, losses, fit, clamped = _train_eval(cfg, kernel, n, activations, depth, device, tag=tag)
+        return {"losses": losses.tolist(), "tenths": tenths(fit.losses, cfg.get("center", "mean")), "clamped": clamped}
+    got = _piece(cfg, f"t{tag}-{kernel}-{'+'.join(activations)}-n{n}-L{depth}.json", compute)
+    return np.array(got["losses"]), got["tenths"], got["clamped"]
 
 
 def bayes_loss(cfg, data_kernel, n) -> float:
@@ -193,12 +201,16 @@ def _pieces_seconds(cfg, tag) -> float | None:
     return round(sum(json.loads(p.read_text()).get("seconds", 0.0) for p in Path(folder).glob(f"t{tag}-*.json")), 1)
 
 
+FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "relu", "softmax")]   # Figs. 5, 6
+
+
 @register(
     "cheng.figure3",
     ci=dict(**{**COMMON_CI, "steps": 400}, pairs=[["exp", "softmax"], ["relu", "relu"], ["linear", "linear"]],
             n=30, depth=3, trace_every=20),
-    paper=dict(**COMMON_PAPER, pairs=[[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "relu", "softmax")],
-               n=30, depth=3, trace_every=200),
+    mid=dict(**COMMON_MID, pairs=FIG3_PAIRS, n=30, depth=3, trace_every=100,
+             checkpoint_dir="results/cheng.figure3/mid/pieces"),
+    paper=dict(**COMMON_PAPER, pairs=FIG3_PAIRS, n=30, depth=3, trace_every=200),
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
@@ -206,29 +218,37 @@ def figure3_recipe(cfg, device) -> Result:
     """For each (data kernel, activation) pair: A fixed at 0 (Figure 5; Figure 3(a) for
     exp/softmax) and A free (Figure 6; Figure 3(b)), tracing dist(M, I) of
     Sigma^{1/2} B_l^T C_l Sigma^{1/2} for every layer and of A_0, A_1 (A of the last layer has no
-    effect on the output)."""
+    effect on the output). Each traced run is a piece of ``checkpoint_dir`` when one is given."""
     arrays, metrics = {}, {}
     for kernel, act in cfg["pairs"]:
         task = GPTask(5, kernel, seed=cfg["seed"])
         S = task.sqrt_sigma.float()
 
-        def dists(models):
+        def dists(models, S=S):
             out = []
             for m in models:
-                row = [dist_to_identity(S @ m.B[l, 0].T @ m.C[l, 0] @ S) for l in range(m.B.shape[0])]
+                S_ = S.to(m.B.dtype)
+                row = [dist_to_identity(S_ @ m.B[l, 0].T @ m.C[l, 0] @ S_) for l in range(m.B.shape[0])]
                 if m.A is not None:
                     row += [dist_to_identity(m.A[l, 0]) for l in range(m.A.shape[0] - 1)]
                 out.append(row)
             return out
         for fix_A in (True, False):
-            _, losses, fit, _ = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
-                                         fix_A=fix_A, tag=3, trace=dists)
             key = f"{kernel}_{act}_{'A0' if fix_A else 'Afree'}"
-            traj = np.array([v for _, v in fit.trace])          # (S, seeds, matrices)
-            arrays[f"{key}/steps"] = np.array([t for t, _ in fit.trace])
+
+            def compute(kernel=kernel, act=act, fix_A=fix_A, dists=dists):
+                _, losses, fit, _ = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
+                                                fix_A=fix_A, tag=3, trace=dists)
+                return {"losses": losses.tolist(), "steps": [t for t, _ in fit.trace],
+                        "dist": [v for _, v in fit.trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
+            got = _piece(cfg, f"t3-{key}-n{cfg['n']}-L{cfg['depth']}.json", compute, extra_keys=("trace_every",))
+            traj = np.array(got["dist"])                         # (S, seeds, matrices)
+            arrays[f"{key}/steps"] = np.array(got["steps"])
             arrays[f"{key}/dist"] = traj
             metrics[f"{key}_dist_start"] = traj[0].mean(0).tolist()
             metrics[f"{key}_dist_end"] = traj[-1].mean(0).tolist()
+            metrics[f"{key}_tenths"] = got["tenths"]
+    metrics["pieces_seconds"] = _pieces_seconds(cfg, 3)
     return Result("cheng.figure3", "", cfg, metrics, arrays)
 
 
@@ -546,12 +566,50 @@ def _declare_figure2(P: str, suffix: str, source, reduced: dict):
 _declare_figure2("", "", None, {"ci": _CI_BUDGET + "; depths 1, 2, 4 (the paper: 1-8)"})
 _declare_figure2("mid_", "_mid", "cheng.figure2/mid",
                  {"mid": _MID_BUDGET + " (the paper: batch 30,000 resampled every 10 steps, trained to convergence)"})
-_ccs("fig3", "experiments", "Figs. 3, 5, 6",
-     "In all cases, the corresponding matrix appears to be converging to identity, which is the stationary point "
-     "from Theorem 4.5",
-     lambda v: Check(v["fig3_BC_dist_end_max"] < 0.1,
-                     f"largest final dist(Sigma^1/2 B^T C Sigma^1/2, I) {v['fig3_BC_dist_end_max']:.2f} (start about 0.96)"),
-     converged("fig3_dist_tenths", 0.05, "dist(M, I)"), setting=_SETTING, reduced={"ci": "400 steps at batch 256"})
+def figure3_values(result: Result, prefix: str = "") -> dict:
+    """The values the Figures 3/5/6 claim reads: per traced run (``{kernel}_{act}_{A0|Afree}``)
+    the final dist(M, I) of each matrix (mean over seeds; Sigma^1/2 B_l^T C_l Sigma^1/2, then
+    A_0, A_1 when A is free) and the tenths of its training loss, under keys starting with ``prefix``."""
+    m, P = result.metrics, prefix
+    runs = [k[:-len("_dist_end")] for k in m if k.endswith("_dist_end")]
+    return {f"{P}fig3_dist_end": {k: m[f"{k}_dist_end"] for k in runs},
+            f"{P}fig3_dist_start": {k: m[f"{k}_dist_start"] for k in runs},
+            f"{P}fig3_tenths": {k: m[f"{k}_tenths"] for k in runs if f"{k}_tenths" in m}}
+
+
+FIG3_CLOSE = 0.1        # a matrix "converging to identity": final dist(M, I) below this, ours
+FIG3_ASYMPTOTE = 0.3    # the paper's exceptions "asymptote at around 0.2": none may end above this, ours
+FIG3_MOST = 2 / 3       # "in most cases": this share of the runs with every matrix close, ours
+
+
+def _declare_figure3(P: str, suffix: str, source, reduced: dict):
+    """The Figures 3/5/6 claim, for the live run and for the committed mid run."""
+    def check(v):
+        ends = v[f"{P}fig3_dist_end"]
+        close = [k for k, d in ends.items() if max(d) < FIG3_CLOSE]
+        worst_k = max(ends, key=lambda k: max(ends[k]))
+        return Check(len(close) >= FIG3_MOST * len(ends) and max(ends[worst_k]) < FIG3_ASYMPTOTE,
+                     f"{len(close)} of {len(ends)} runs end with every matrix within {FIG3_CLOSE} of a multiple of I "
+                     f"('most': at least {FIG3_MOST:.0%}); the farthest, {worst_k}, at {max(ends[worst_k]):.2f} "
+                     f"(the paper's exceptions asymptote near 0.2; at most {FIG3_ASYMPTOTE}; all ours); dist from "
+                     f"about {np.mean([np.mean(d) for d in v[f'{P}fig3_dist_start'].values()]):.2f} at initialisation")
+
+    def gate(v):
+        runs = v[f"{P}fig3_tenths"]
+        if not runs:
+            return Gate(False, "no training losses recorded for the traced runs")
+        return converged("_t", 0.05)({"_t": runs})
+    _ccs("fig3" + suffix, "experiments", "Figs. 3, 5, 6",
+         "In all cases, the corresponding matrix appears to be converging to identity, which is the stationary point "
+         "from Theorem 4.5 (App. H.2: it appears that in most cases, the matrices are converging to identity ... a few "
+         "of the parameter matrices appear to asymptote at around 0.2 distance to identity)",
+         check, gate, setting=_SETTING, source=source, reduced=reduced)
+
+
+_declare_figure3("", "", None, {"ci": "400 steps at batch 256 from a pool of 20 batches; 3 of the paper's 9 "
+                                      "(kernel, activation) pairs"})
+_declare_figure3("mid_", "_mid", "cheng.figure3/mid",
+                 {"mid": _MID_BUDGET + " (the paper: batch 30,000 resampled every 10 steps, trained to convergence)"})
 _ccs("fig4", "experiments", "Fig. 4c",
      "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
      lambda v: Check(v["fig4_composite_two_minus_best_single"] < 0,

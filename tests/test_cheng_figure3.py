@@ -1,0 +1,58 @@
+"""Cheng et al. Figures 3, 5, 6: the traced runs are saved as pieces and reused, in float64 too."""
+import numpy as np
+import pytest
+
+from icl_core.recipes import cheng, config
+
+
+def test_traced_runs_are_pieces_reused_with_their_trace(tmp_path, monkeypatch):
+    cfg = {**config("cheng.figure3", "mid"), "seeds": 2, "batch_size": 16, "steps": 4, "trace_every": 2,
+           "test_prompts": 20, "n": 6, "pairs": [["exp", "softmax"]], "checkpoint_dir": str(tmp_path)}
+    first = cheng.figure3_recipe(cfg, "cpu")
+    assert len(list(tmp_path.glob("t3-*.json"))) == 2                    # A = 0 and A free
+    assert first.arrays["exp_softmax_Afree/dist"].shape == (3, 2, 5)     # (traces at steps 0, 2, 4; seeds; 3 B'C + A0, A1)
+    assert first.arrays["exp_softmax_A0/steps"].tolist() == [0, 2, 4]
+    assert np.isfinite(first.arrays["exp_softmax_A0/dist"]).all()
+    monkeypatch.setattr(cheng, "_train_eval", lambda *a, **k: pytest.fail("retrained a saved piece"))
+    again = cheng.figure3_recipe(cfg, "cpu")
+    np.testing.assert_array_equal(again.arrays["exp_softmax_A0/dist"], first.arrays["exp_softmax_A0/dist"])
+    with pytest.raises(ValueError, match="other settings"):
+        cheng.figure3_recipe({**cfg, "trace_every": 1}, "cpu")
+
+
+def test_figure3_draws_three_pairs_by_column_and_nine_as_grids(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from icl_core.figures import cheng as figures
+    from icl_core.results import Result
+    pairs = cheng.FIG3_PAIRS
+    arrays = {}
+    for k, a in pairs:
+        for m, width in (("A0", 3), ("Afree", 5)):
+            arrays[f"{k}_{a}_{m}/steps"] = np.array([0, 10])
+            arrays[f"{k}_{a}_{m}/dist"] = np.full((2, 3, width), 0.5)
+    nine = Result("cheng.figure3", "", {"pairs": pairs}, {}, arrays)
+    assert len(figures.figure3(nine, "t").axes) == 18
+    assert len(figures.figure3(nine, "t", mode="A0").axes) == 9
+    three = Result("cheng.figure3", "", {"pairs": pairs[:3]}, {}, arrays)
+    assert len(figures.figure3(three, "t").axes) == 6
+    with pytest.raises(ValueError, match="mode must be"):
+        figures.figure3(three, "t", mode="A1")
+
+
+def test_figure3_claim_reads_most_runs_close_and_none_far():
+    from icl_core.claims import HOLDS, VERDICTS, all_claims, evaluate
+    claim = all_claims()["cheng.fig3_mid"]
+    runs = [f"{k}_{a}_{m}" for k, a in cheng.FIG3_PAIRS for m in ("A0", "Afree")]
+
+    def values(ends, tenths=(1.0, 1.0)):
+        return {"mid_fig3_dist_end": ends, "mid_fig3_dist_start": {k: [0.9] for k in ends},
+                "mid_fig3_tenths": {k: list(tenths) for k in ends}}
+    ends = {k: [0.05, 0.04] for k in runs}
+    ends[runs[2]] = [0.05, 0.2]                          # one run asymptotes near 0.2, as the paper's do
+    assert evaluate(claim, values(ends), "mid")["verdict"] in HOLDS
+    far = {**ends, runs[0]: [0.6, 0.05]}                 # one run stays far from the identity
+    assert evaluate(claim, values(far), "mid")["verdict"] == VERDICTS[4]
+    few = {k: [0.15, 0.15] for k in runs}                # near but not close in most runs
+    assert evaluate(claim, values(few), "mid")["verdict"] == VERDICTS[4]
+    assert evaluate(claim, values(ends, (1.0, 0.7)), "mid")["verdict"] == VERDICTS[3]   # still training
