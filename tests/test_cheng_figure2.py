@@ -85,13 +85,20 @@ def _fig4(shift_two=0.0, spread=0.01, composite_gain=-0.2):
         s[f"{k}/exp"] = seeds(base + (0 if k == "exp" else 0.4))
         best = base if k != "composite" else base + 0.4 + composite_gain
         s[f"{k}/linear+exp"] = seeds(best + shift_two)
-    return {"mid_fig4_depths": [1, 3, 5, 7], "mid_fig4_seeds": s, "mid_fig4_tenths": {"any": [1.0, 1.0]}}
+    return {"mid_fig4_depths": [1, 3, 5, 7], "mid_fig4_seeds": s,
+            "mid_fig4_tenths": {f"{k} L={L}": [1.0, 1.0] for k in s for L in (1, 3, 5, 7)}}
 
 
 def test_figure4_claims_follow_the_runs():
     claims = all_claims()
-    assert evaluate(claims["cheng.fig4ab_mid"], _fig4(), "mid")["verdict"] in HOLDS
-    assert evaluate(claims["cheng.fig4c_mid"], _fig4(), "mid")["verdict"] in HOLDS
-    assert evaluate(claims["cheng.fig4ab_mid"], _fig4(shift_two=0.3), "mid")["verdict"] == DIFFERS
+    for cid in ("fig4a_mid", "fig4b_mid", "fig4c_mid"):
+        assert evaluate(claims[f"cheng.{cid}"], _fig4(), "mid")["verdict"] in HOLDS, cid
+    assert evaluate(claims["cheng.fig4a_mid"], _fig4(shift_two=0.3), "mid")["verdict"] == DIFFERS
+    assert evaluate(claims["cheng.fig4b_mid"], _fig4(shift_two=0.3), "mid")["verdict"] == DIFFERS
     assert evaluate(claims["cheng.fig4c_mid"], _fig4(composite_gain=0.3), "mid")["verdict"] == DIFFERS
     assert evaluate(claims["cheng.fig4c_mid"], _fig4(spread=1.0), "mid")["verdict"] == INCONCLUSIVE
+    still = _fig4()                    # linear data still improving: 4a waits, 4b and 4c do not read it
+    still["mid_fig4_tenths"]["linear/linear L=5"] = [1.0, 0.6]
+    assert evaluate(claims["cheng.fig4a_mid"], still, "mid")["verdict"] == INCONCLUSIVE
+    assert evaluate(claims["cheng.fig4b_mid"], still, "mid")["verdict"] in HOLDS
+    assert evaluate(claims["cheng.fig4c_mid"], still, "mid")["verdict"] in HOLDS

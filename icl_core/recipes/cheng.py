@@ -641,26 +641,25 @@ def _fig4_diffs(v, P, kernel, other):
     return _diff_by_depth(s[f"{kernel}/linear+exp"], s[f"{kernel}/{other}"], v[f"{P}fig4_depths"])
 
 
-_ccs("fig4ab_mid", "experiments", "Fig. 4a, 4b",
-     "In Figure 4(a), K-diamond = K-linear ... The 2-head Transformer performs as well as the h~linear Transformer. "
-     "In Figure 4(b), K-diamond = K-exp ... The 2-head Transformer performs as well as the h~exp Transformer",
-     lambda v: Check(all(d < FIG4_AS_GOOD for k in ("linear", "exp") for d, _ in _fig4_diffs(v, "mid_", k, k).values()),
-                     f"two heads minus the matching single head, log loss by depth ('as well as': < {FIG4_AS_GOOD}, "
-                     "ours): " + "; ".join(f"{k} data " + ", ".join(f"L={L} {d:+.3f}" for L, (d, _) in
-                                                                      _fig4_diffs(v, "mid_", k, k).items())
-                                           for k in ("linear", "exp"))),
-     all_of(converged("mid_fig4_tenths", 0.05),
-            lambda v: Gate(all(2 * se < FIG4_AS_GOOD for k in ("linear", "exp") for _, se in _fig4_diffs(v, "mid_", k, k).values()),
-                           f"every difference resolved to within the margin (2 SE < {FIG4_AS_GOOD})")),
-     setting=_SETTING, source="cheng.figure4/mid",
-     reduced={"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
+for _panel, _k in (("a", "linear"), ("b", "exp")):
+    _ccs(f"fig4{_panel}_mid", "experiments", f"Fig. 4{_panel}",
+         f"In Figure 4({_panel}), K-diamond = K-{_k} ... The 2-head Transformer performs as well as the h~{_k} Transformer",
+         (lambda k: lambda v: Check(all(d < FIG4_AS_GOOD for d, _ in _fig4_diffs(v, "mid_", k, k).values()),
+                                    f"two heads minus the h~{k} head on {k} data, log loss by depth ('as well as': "
+                                    f"< {FIG4_AS_GOOD}, ours): " + ", ".join(
+                                        f"L={L} {d:+.3f}" for L, (d, _) in _fig4_diffs(v, "mid_", k, k).items())))(_k),
+         (lambda k: all_of(_panels_converged("mid_fig4_tenths", [k]),
+                           lambda v: Gate(all(2 * se < FIG4_AS_GOOD for _, se in _fig4_diffs(v, "mid_", k, k).values()),
+                                          f"every difference resolved to within the margin (2 SE < {FIG4_AS_GOOD})")))(_k),
+         setting=_SETTING, source="cheng.figure4/mid",
+         reduced={"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
 _ccs("fig4c_mid", "experiments", "Fig. 4c",
      "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
      lambda v: Check(all(all(d < 0 for d, _ in _fig4_diffs(v, "mid_", "composite", o).values()) for o in ("linear", "exp")),
                      "two heads minus each single head on composite data, log loss by depth: " + "; ".join(
                          f"{o} " + ", ".join(f"L={L} {d:+.3f} (SE {se:.3f})" for L, (d, se) in
                                              _fig4_diffs(v, "mid_", "composite", o).items()) for o in ("linear", "exp"))),
-     all_of(converged("mid_fig4_tenths", 0.05),
+     all_of(_panels_converged("mid_fig4_tenths", ["composite"]),
             lambda v: Gate(all(abs(d) > 2 * se for o in ("linear", "exp")
                                for d, se in _fig4_diffs(v, "mid_", "composite", o).values()),
                            "every difference beyond the seed spread (2 standard errors)")),
