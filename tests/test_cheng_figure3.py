@@ -45,9 +45,9 @@ def test_figure3_claim_reads_most_runs_close_and_none_far():
     claim = all_claims()["cheng.fig3_mid"]
     runs = [f"{k}_{a}_{m}" for k, a in cheng.FIG3_PAIRS for m in ("A0", "Afree")]
 
-    def values(ends, tenths=(1.0, 1.0)):
+    def values(ends, tenths=(1.0, 1.0), dist=(0.2, 0.2)):
         return {"mid_fig3_dist_end": ends, "mid_fig3_dist_start": {k: [0.9] for k in ends},
-                "mid_fig3_tenths": {k: list(tenths) for k in ends}}
+                "mid_fig3_tenths": {k: list(tenths) for k in ends}, "mid_fig3_dist_tenths": {k: list(dist) for k in ends}}
     ends = {k: [0.05, 0.04] for k in runs}
     ends[runs[2]] = [0.05, 0.2]                          # one run asymptotes near 0.2, as the paper's do
     assert evaluate(claim, values(ends), "mid")["verdict"] in HOLDS
@@ -56,3 +56,5 @@ def test_figure3_claim_reads_most_runs_close_and_none_far():
     few = {k: [0.15, 0.15] for k in runs}                # near but not close in most runs
     assert evaluate(claim, values(few), "mid")["verdict"] == VERDICTS[4]
     assert evaluate(claim, values(ends, (1.0, 0.7)), "mid")["verdict"] == VERDICTS[3]   # still training
+    moving = evaluate(claim, values(few, dist=(0.3, 0.2)), "mid")      # loss flat, the matrices still moving
+    assert moving["verdict"] == VERDICTS[3] and "dist(M, I)" in moving["gate"]

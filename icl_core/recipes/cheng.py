@@ -570,11 +570,14 @@ def figure3_values(result: Result, prefix: str = "") -> dict:
     """The values the Figures 3/5/6 claim reads: per traced run (``{kernel}_{act}_{A0|Afree}``)
     the final dist(M, I) of each matrix (mean over seeds; Sigma^1/2 B_l^T C_l Sigma^1/2, then
     A_0, A_1 when A is free) and the tenths of its training loss, under keys starting with ``prefix``."""
-    m, P = result.metrics, prefix
+    m, a, P = result.metrics, result.arrays, prefix
     runs = [k[:-len("_dist_end")] for k in m if k.endswith("_dist_end")]
     return {f"{P}fig3_dist_end": {k: m[f"{k}_dist_end"] for k in runs},
             f"{P}fig3_dist_start": {k: m[f"{k}_dist_start"] for k in runs},
-            f"{P}fig3_tenths": {k: m[f"{k}_tenths"] for k in runs if f"{k}_tenths" in m}}
+            f"{P}fig3_tenths": {k: m[f"{k}_tenths"] for k in runs if f"{k}_tenths" in m},
+            # each matrix's distance (mean over seeds) along training, in tenths
+            f"{P}fig3_dist_tenths": {f"{k} M{i}": tenths(curve) for k in runs
+                                     for i, curve in enumerate(a[f"{k}/dist"].mean(1).T)}}
 
 
 FIG3_CLOSE = 0.1        # a matrix "converging to identity": final dist(M, I) below this, ours
@@ -598,7 +601,8 @@ def _declare_figure3(P: str, suffix: str, source, reduced: dict):
         runs = v[f"{P}fig3_tenths"]
         if not runs:
             return Gate(False, "no training losses recorded for the traced runs")
-        return converged("_t", 0.05)({"_t": runs})
+        return all_of(converged("_t", 0.05), converged("_d", 0.05, "dist(M, I)"))(
+            {"_t": runs, "_d": v[f"{P}fig3_dist_tenths"]})
     _ccs("fig3" + suffix, "experiments", "Figs. 3, 5, 6",
          "In all cases, the corresponding matrix appears to be converging to identity, which is the stationary point "
          "from Theorem 4.5 (App. H.2: it appears that in most cases, the matrices are converging to identity ... a few "
