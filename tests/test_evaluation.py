@@ -2,7 +2,6 @@ from functools import partial
 
 import numpy as np
 import pytest
-import torch
 
 from icl_core import LinearRegression, Transformer
 from icl_core.baselines import averaging, ols, ridge
