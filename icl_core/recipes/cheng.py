@@ -384,11 +384,7 @@ def _declare_figure1(P: str, suffix: str, source, reduced: dict):
             f"{a} {[round(float(np.mean(x)), 2) for x in v[f'{P}fig1_seeds'][f'{kernel}/{a}']]}" for a in acts)
 
     def decided(states):
-        def gate(v):
-            tied = [f"{k} data n={n}" for k, by_n in states(v).items() for n, st in by_n.items() if "tied" in st]
-            return Gate(not tied, "every comparison ordered beyond the seed spread (2 standard errors)" if not tied
-                        else f"{', '.join(tied)}: closer than the seed spread allows to order (2 standard errors)")
-        return gate
+        return lambda v: _ordered({f"{k} data": by_n for k, by_n in states(v).items()}, "n")
     _ccs("fig1_match" + suffix, "experiments", "Fig. 1 (a, b)",
          "Ignoring h~softmax, the best prediction error is achieved when the attention activation h~ matches "
          "distribution K. From Figures 1(a), 1(b), 2(a), 2(c), 2(d): the best accuracy is obtained when the attention "
@@ -474,16 +470,27 @@ def _fig2_words(v, P, panel, acts):
         if f"{panel}/{a}" in v[f"{P}fig2_seeds"])
 
 
+def _ordered(states: dict, x: str) -> Gate:
+    """Gate over ``{group: {x value: [trend states]}}``: decided when every comparison is ordered
+    beyond the seed spread. A tie leaves the claim open even beside a reversal elsewhere: with
+    dozens of comparisons over 3 seeds, one reversal at 2 standard errors is expected by chance
+    (see ``tests/test_cheng_figure1.py``), so it is reported, not taken as the counterexample."""
+    where = lambda state: [f"{g} {x}={k}" for g, by_x in states.items() for k, st in by_x.items() if state in st]
+    reversed_, tied = where("reversed"), where("tied")
+    if not tied:
+        return Gate(True, "every comparison ordered beyond the seed spread (2 standard errors)")
+    return Gate(False, f"{', '.join(tied)}: closer than the seed spread allows to order (2 standard errors)"
+                + (f"; reversed at {', '.join(reversed_)}" if reversed_ else ""))
+
+
 def _fig2_decided(P, pairs):
-    """Gate: every comparison of ``pairs(v)`` (``{L: [states]}`` per panel) is ordered beyond
-    the seed spread, and the panels exist (the depths / n values the claim needs were run)."""
+    """Gate: :func:`_ordered` over the comparisons of ``pairs(v)`` (``{L: [states]}`` per
+    panel), once the panels exist (the depths / n values the claim needs were run)."""
     def gate(v):
         states = pairs(v)
         if not states or not all(states.values()):
             return Gate(False, "the run lacks the panels or depths this claim reads (n = 6, or L >= 5)")
-        tied = [f"{panel} L={L}" for panel, by_L in states.items() for L, st in by_L.items() if "tied" in st]
-        return Gate(not tied, "every comparison ordered beyond the seed spread (2 standard errors)" if not tied else
-                    f"{', '.join(tied)}: closer than the seed spread allows to order (2 standard errors)")
+        return _ordered(states, "L")
     return gate
 
 
