@@ -76,7 +76,7 @@ def test_runs_start_in_the_notebooks_folder_without_moving_this_process(tree, mo
     here, moves = os.getcwd(), []
     monkeypatch.setattr(os, "chdir", lambda path: moves.append(str(path)))
     src = tree / "book" / "nb.md"
-    src.write_text(NOTEBOOK.format(body="import pathlib; pathlib.Path('where.txt').write_text(str(pathlib.Path.cwd()))"))
+    src.write_text(NOTEBOOK.format(body="import pathlib; rec['cwd'] = str(pathlib.Path.cwd())"))   # no file left behind
     _, _, error = book.execute_one(src, "ci")
     assert error is None and set(moves) <= {here}     # papermill re-enters the cwd it has
-    assert (tree / "book" / "where.txt").read_text() == str(tree / "book")
+    assert json.loads(book.records_path(src).read_text())["values"]["cwd"] == str(tree / "book")
