@@ -41,8 +41,22 @@ def gram(U: torch.Tensor, W: torch.Tensor, kind, beta: float = 1.0) -> torch.Ten
     return torch.exp(beta * inner)
 
 
+def _abs_eigh(K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(|Lambda|, Q)`` of the symmetrised ``K = Q Lambda Q^T`` (batched)."""
+    evals, evecs = torch.linalg.eigh((K + K.transpose(-1, -2)) / 2)
+    return evals.abs(), evecs
+
+
 def flip(K: torch.Tensor) -> torch.Tensor:
     """``K_+ = Q |Lambda| Q^T`` for a symmetric ``K = Q Lambda Q^T`` (batched)."""
-    K = (K + K.transpose(-1, -2)) / 2
-    evals, evecs = torch.linalg.eigh(K)
-    return (evecs * evals.abs().unsqueeze(-2)) @ evecs.transpose(-1, -2)
+    evals, evecs = _abs_eigh(K)
+    return (evecs * evals.unsqueeze(-2)) @ evecs.transpose(-1, -2)
+
+
+def flipped_root(K: torch.Tensor, jitter: float) -> torch.Tensor:
+    """``R`` with ``R R^T = K_+ + jitter I``: ``(..., T, T) -> (..., T, T)``, the map from
+    i.i.d. N(0, 1) draws to GP values with covariance ``K_+`` (Definition 3.3) plus a jitter.
+    One eigendecomposition: ``K_+ + jitter I = Q (|Lambda| + jitter) Q^T`` (:func:`flip`
+    followed by a second ``eigh`` would recompute the same ``Q``)."""
+    evals, evecs = _abs_eigh(K)
+    return evecs * (evals + jitter).sqrt().unsqueeze(-2)

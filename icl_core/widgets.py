@@ -357,16 +357,15 @@ class FunctionalGDExplorer(_Explorer):
         import torch
 
         from .baselines import functional_gd, gp_posterior_mean
-        from .kernels import flip, gram
+        from .kernels import flipped_root, gram
         from .plotting import use_style
         use_style()
         g = torch.Generator().manual_seed(self.seed)
         grid = np.linspace(-np.pi, np.pi, 200)
         ang = np.concatenate([np.sort(torch.rand(self.n, generator=g).numpy() * 2 * np.pi - np.pi), grid])
         pts = torch.tensor(np.stack([np.cos(ang), np.sin(ang)], -1), dtype=torch.float64)
-        K = flip(gram(pts, pts, self.data_kernel)) + 1e-9 * torch.eye(len(pts), dtype=torch.float64)
-        evals, evecs = torch.linalg.eigh(K)
-        f = (evecs * evals.clamp(min=0).sqrt()) @ torch.randn(len(pts), generator=g, dtype=torch.float64)
+        root = flipped_root(gram(pts, pts, self.data_kernel), 1e-9)
+        f = root @ torch.randn(len(pts), generator=g, dtype=torch.float64)
         xc, yc, xg = pts[:self.n], f[:self.n], pts[self.n:]
         act = self.activation
         lam = torch.linalg.eigvalsh(gram(xc, xc, act)).max().item()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels import KERNELS, gram
+from ..kernels import KERNELS, flipped_root, gram
 from ..validation import check_choice, check_int
 from .base import TaskSampler
 from .lipschitz import sphere
@@ -57,21 +57,11 @@ class GPTask(TaskSampler):
 
     def draw(self, streams, batch_size, n_points, d_active=None):
         xi = whitened_covariates(self.covariates, batch_size, n_points, self.d, streams.x)
-        root = label_root(xi, self.kernel)
+        root = flipped_root(gram(xi, xi, self.kernel), 1e-8)      # the authors' jitter
         z = torch.randn(batch_size, n_points, 1, generator=streams.task, dtype=torch.float64)
         y = (root @ z).squeeze(-1).float()
         x = (xi @ self.sqrt_sigma).float()
         return x, y, {"xi": xi.float()}
-
-
-def label_root(xi: torch.Tensor, kernel: str, jitter: float = 1e-8) -> torch.Tensor:
-    """``R`` with ``R R^T = K_+ + jitter I`` (Definition 3.3's flipped Gram matrix of the whitened
-    covariates, the authors' jitter): ``(B, T, d) -> (B, T, T)``, float64. One eigendecomposition:
-    ``K = Q Lambda Q^T`` gives ``K_+ + jitter I = Q (|Lambda| + jitter) Q^T``
-    (:func:`~icl_core.kernels.flip` then a second ``eigh`` would recompute the same ``Q``)."""
-    K = gram(xi, xi, kernel)
-    evals, evecs = torch.linalg.eigh((K + K.transpose(-1, -2)) / 2)
-    return evecs * (evals.abs() + jitter).sqrt().unsqueeze(-2)
 
 
 class ReluNetTask(TaskSampler):
