@@ -138,6 +138,9 @@ COMMON_PAPER = dict(seeds=3, batch_size=30000, pool=10, steps=20000, lr=0.01, te
              ns=[2, 4, 6, 8, 10, 12, 14], depth=3, checkpoint_dir="results/cheng.figure1/mid/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["linear", "relu", "exp"], activations=["linear", "relu", "exp", "softmax"],
                ns=[2, 4, 6, 8, 10, 12, 14], depth=3),
+    # Fig. 1(c)'s softmax-vs-exp comparison at 8x mid's batch: the run that decides n = 6-12
+    bigbatch=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
+                  ns=[6, 8, 10, 12, 14], depth=3, checkpoint_dir="results/cheng.figure1/bigbatch/pieces"),
     description="Cheng et al. Fig. 1: log test loss against n for each data kernel and "
                 "activation (3 layers), with the Bayes predictor.",
 )
@@ -211,6 +214,9 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     mid=dict(**COMMON_MID, pairs=FIG3_PAIRS, n=30, depth=3, trace_every=100,
              checkpoint_dir="results/cheng.figure3/mid/pieces"),
     paper=dict(**COMMON_PAPER, pairs=FIG3_PAIRS, n=30, depth=3, trace_every=200),
+    # Figure 3 itself (exp data, softmax) at 4x mid's batch and 2.5x its steps
+    bigbatch=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=[["exp", "softmax"]], n=30, depth=3,
+                  trace_every=100, checkpoint_dir="results/cheng.figure3/bigbatch/pieces"),
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
