@@ -243,9 +243,15 @@ def figure3_recipe(cfg, device) -> Result:
             key = f"{kernel}_{act}_{'A0' if fix_A else 'Afree'}"
 
             def compute(kernel=kernel, act=act, fix_A=fix_A, dists=dists):
-                _, losses, fit, _ = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
-                                                fix_A=fix_A, tag=3, trace=dists)
-                return {"losses": losses.tolist(), "steps": [t for t, _ in fit.trace],
+                models, losses, fit, _ = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
+                                                     fix_A=fix_A, tag=3, trace=dists)
+                # the trained matrices' Frobenius norms (dist is scale-free: a near-zero A reads as noise)
+                with torch.no_grad():
+                    norms = [[float((S.to(m.B.dtype) @ m.B[l, 0].T @ m.C[l, 0] @ S.to(m.B.dtype)).norm())
+                              for l in range(m.B.shape[0])]
+                             + ([float(m.A[l, 0].norm()) for l in range(m.A.shape[0] - 1)] if m.A is not None else [])
+                             for m in models]
+                return {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in fit.trace],
                         "dist": [v for _, v in fit.trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
             got = _piece(cfg, f"t3-{key}-n{cfg['n']}-L{cfg['depth']}.json", compute, extra_keys=("trace_every",))
             traj = np.array(got["dist"])                         # (S, seeds, matrices)
@@ -254,6 +260,8 @@ def figure3_recipe(cfg, device) -> Result:
             metrics[f"{key}_dist_start"] = traj[0].mean(0).tolist()
             metrics[f"{key}_dist_end"] = traj[-1].mean(0).tolist()
             metrics[f"{key}_tenths"] = got["tenths"]
+            if "norms" in got:                                   # pieces made before norms were kept lack them
+                metrics[f"{key}_norms_end"] = np.mean(got["norms"], 0).tolist()
     metrics["pieces_seconds"] = _pieces_seconds(cfg, 3)
     return Result("cheng.figure3", "", cfg, metrics, arrays)
 
