@@ -282,7 +282,7 @@ def _piece_build(h):
             models.append(build_encoder(cfg, h, cfg["L"]))
             tasks.append(SparseLinearRegression(cfg["d"], cfg["s"], s))
         kwargs = dict(batch_size=cfg["batch_size"], lr=cfg["lr"], n_points=cfg["n_context"] + cfg["n_queries"],
-                      n_queries=cfg["n_queries"], prefetch=cfg["prefetch"],
+                      n_queries=cfg["n_queries"], prefetch=cfg["prefetch"], grad_clip=cfg.get("grad_clip"),
                       seed=[derive_seed(cfg["seed"], 1, int(1000 * s)) for s in cfg["noise_stds"]])
         return models, tasks, kwargs
     return build
@@ -323,6 +323,16 @@ for _h in (1, 4):
         _piece_names(_h),
         description=f"Chen et al. Fig. 1 encoder at the paper's scale (h={_h}, L=4, width 256, "
                     "Adam 1e-4 constant, batch 64, 320k steps, sigma=0.1), trained in pieces"))
+
+
+# A CPU probe for the schedule that leaves the ridge plateau: the committed mid models (width 64,
+# lr 1e-3 decaying to 5e-5) stayed on it; this one keeps the learning rate constant (clipped at
+# global norm 1, as mid) and is otherwise the paper's piece setting at width 64
+PROBE_PIECES = dict(PAPER_PIECES, d_model=64, lr=1e-3, grad_clip=1.0, steps=100000)
+register_long_run(LongRun(
+    "chen.train.probe-h4-L4-w64", dict(PROBE_PIECES), _piece_build(4), _piece_evaluate(4), _piece_names(4),
+    description="CPU probe: the Fig. 1 encoder (h=4, L=4) at width 64, Adam 1e-3 constant, clipped at 1, "
+                "batch 64, sigma=0.1: does a constant learning rate leave the ridge plateau?"))
 
 
 # --- claims ------------------------------------------------------------------------------
