@@ -13,6 +13,9 @@ def test_traced_runs_are_pieces_reused_with_their_trace(tmp_path, monkeypatch):
     assert first.arrays["exp_softmax_Afree/dist"].shape == (3, 2, 5)     # (traces at steps 0, 2, 4; seeds; 3 B'C + A0, A1)
     assert first.arrays["exp_softmax_A0/steps"].tolist() == [0, 2, 4]
     assert np.isfinite(first.arrays["exp_softmax_A0/dist"]).all()
+    norms = first.metrics["exp_softmax_Afree_norms_end"]                 # 3 B'C, then A0, A1
+    assert len(norms) == 5 and len(first.metrics["exp_softmax_A0_norms_end"]) == 3 and min(norms) > 0
+    assert cheng.figure3_values(first, "x_")["x_fig3_norms_end"]["exp_softmax_Afree"] == norms
     monkeypatch.setattr(cheng, "_train_eval", lambda *a, **k: pytest.fail("retrained a saved piece"))
     again = cheng.figure3_recipe(cfg, "cpu")
     np.testing.assert_array_equal(again.arrays["exp_softmax_A0/dist"], first.arrays["exp_softmax_A0/dist"])
@@ -58,3 +61,26 @@ def test_figure3_claim_reads_most_runs_close_and_none_far():
     assert evaluate(claim, values(ends, (1.0, 0.7)), "mid")["verdict"] == VERDICTS[3]   # still training
     moving = evaluate(claim, values(few, dist=(0.3, 0.2)), "mid")      # loss flat, the matrices still moving
     assert moving["verdict"] == VERDICTS[3] and "dist(M, I)" in moving["gate"]
+
+
+def test_pieces_made_before_the_norms_were_kept_still_assemble(tmp_path):
+    import json
+    cfg = {**config("cheng.figure3", "mid"), "seeds": 1, "batch_size": 8, "steps": 2, "trace_every": 1,
+           "test_prompts": 10, "n": 4, "pairs": [["relu", "relu"]], "checkpoint_dir": str(tmp_path)}
+    cheng.figure3_recipe(cfg, "cpu")
+    for p in tmp_path.glob("t3-*.json"):
+        piece = json.loads(p.read_text())
+        del piece["norms"]
+        p.write_text(json.dumps(piece))
+    old = cheng.figure3_recipe(cfg, "cpu")
+    assert not any(k.endswith("_norms_end") for k in old.metrics)
+    assert cheng.figure3_values(old)["fig3_norms_end"] == {}
+
+
+def test_the_bigbatch_runs_have_their_own_claims():
+    from icl_core.claims import all_claims
+    claims = all_claims()
+    assert claims["cheng.fig3_bigbatch"].source == "cheng.figure3/bigbatch"
+    assert claims["cheng.fig1c_bigbatch"].source == "cheng.figure1/bigbatch"
+    assert "cheng.fig1_match_bigbatch" not in claims          # the run has exp data only
+    assert config("cheng.figure1", "bigbatch")["kernels"] == ["exp"]
