@@ -299,6 +299,7 @@ def test_cheng_figure2_has_the_papers_four_panels(executed_notebooks):
     assert set(r["fig2_bayes"]) == {"n14/relu", "n14/exp", "n6/relu", "n6/exp"}
     assert len(r["fig2_seeds"]) == 12 and all(len(v) == len(r["fig2_depths"]) for v in r["fig2_seeds"].values())
     assert all(b < 0.5 for b in r["fig2_bayes"].values())          # log Bayes loss: below the label variance
+    assert r["mid_fig2_clamped_share_max"] < 1e-3      # the overflow guard does not trap the trained deep stacks
 
 
 def test_cheng_dist_falls_and_heads_combine(executed_notebooks):
