@@ -403,7 +403,9 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             sched.load_state_dict(state["scheduler"])
         for st, saved in zip(streams, state["streams"]):
             st.set_state(saved)
-        start, losses, last_good = state["step"], list(state["losses"]), str(ckpt)
+        saved = state["losses"]           # a (steps, K) tensor; checkpoints of older versions: a list of rows
+        start, last_good = state["step"], str(ckpt)
+        losses = saved.tolist() if torch.is_tensor(saved) else list(saved)
         # the saved streams stand at the start of the chunk holding the next step
         if state.get("stream_step", start) != prompts.chunk_start(start):
             raise ValueError(f"the checkpoint's random streams ({ckpt}) do not match its step; "
@@ -434,7 +436,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                       "scheduler": sched.state_dict() if sched is not None else None,
                       "streams": stream_states, "stream_step": stream_step,
                       "prefetch": prefetch, "mode": runs.mode, "step": step,
-                      "losses": losses, "seeds": seeds, "fingerprint": fp,
+                      "losses": torch.tensor(losses, dtype=torch.float64).reshape(-1, K),
+                      "seeds": seeds, "fingerprint": fp,
                       "model_config": getattr(models[0], "config", None)}, ckpt)
         return str(ckpt)
 

@@ -84,3 +84,43 @@ def test_the_bigbatch_runs_have_their_own_claims():
     assert claims["cheng.fig1c_bigbatch"].source == "cheng.figure1/bigbatch"
     assert "cheng.fig1_match_bigbatch" not in claims          # the run has exp data only
     assert config("cheng.figure1", "bigbatch")["kernels"] == ["exp"]
+
+
+def test_a_piece_that_kept_its_state_trains_on_to_more_steps_bit_for_bit(tmp_path):
+    base = {**config("cheng.figure3", "mid"), "seeds": 2, "batch_size": 8, "trace_every": 2, "test_prompts": 20,
+            "n": 6, "pairs": [["exp", "softmax"]], "keep_state": True}
+    short = {**base, "steps": 4, "checkpoint_dir": str(tmp_path / "pieces")}
+    cheng.figure3_recipe(short, "cpu")
+    assert len(list((tmp_path / "pieces").glob("t3-*.pt"))) == 2            # one training state per piece
+    on = cheng.figure3_recipe({**short, "steps": 8}, "cpu")                 # trained on from step 4
+    once = cheng.figure3_recipe({**base, "steps": 8, "checkpoint_dir": str(tmp_path / "once")}, "cpu")
+    for key in ("exp_softmax_A0", "exp_softmax_Afree"):
+        assert on.arrays[f"{key}/steps"].tolist() == [0, 2, 4, 6, 8]
+        np.testing.assert_array_equal(on.arrays[f"{key}/dist"], once.arrays[f"{key}/dist"])
+        assert on.metrics[f"{key}_tenths"] == once.metrics[f"{key}_tenths"]   # the losses of all 8 steps
+        assert on.metrics[f"{key}_norms_end"] == once.metrics[f"{key}_norms_end"]
+    with pytest.raises(ValueError, match="other settings"):                  # fewer steps: never trained back
+        cheng.figure3_recipe({**short, "steps": 6}, "cpu")
+    with pytest.raises(ValueError, match="keep_state"):                      # no state kept: no training on
+        cheng.figure3_recipe({**short, "steps": 10, "keep_state": False}, "cpu")
+
+
+def test_figure1_pieces_train_on_too(tmp_path):
+    cfg = {**config("cheng.figure1", "mid"), "seeds": 2, "batch_size": 8, "test_prompts": 20, "kernels": ["relu"],
+           "activations": ["relu"], "ns": [4], "keep_state": True}
+    cheng.figure1_recipe({**cfg, "steps": 3, "checkpoint_dir": str(tmp_path / "a")}, "cpu")
+    on = cheng.figure1_recipe({**cfg, "steps": 6, "checkpoint_dir": str(tmp_path / "a")}, "cpu")
+    once = cheng.figure1_recipe({**cfg, "steps": 6, "checkpoint_dir": str(tmp_path / "b")}, "cpu")
+    np.testing.assert_array_equal(on.arrays["relu/relu"], once.arrays["relu/relu"])
+    assert on.metrics["relu_relu_tenths"] == once.metrics["relu_relu_tenths"]
+
+
+def test_a_state_left_without_its_piece_is_not_resumed(tmp_path):
+    cfg = {**config("cheng.figure3", "mid"), "seeds": 1, "batch_size": 8, "steps": 4, "trace_every": 2,
+           "test_prompts": 10, "n": 4, "pairs": [["relu", "relu"]], "checkpoint_dir": str(tmp_path)}
+    first = cheng.figure3_recipe(cfg, "cpu")
+    for p in tmp_path.glob("t3-*.json"):        # as if the run had stopped after its checkpoint
+        p.unlink()
+    again = cheng.figure3_recipe(cfg, "cpu")
+    assert again.arrays["relu_relu_A0/steps"].tolist() == [0, 2, 4]
+    np.testing.assert_array_equal(again.arrays["relu_relu_A0/dist"], first.arrays["relu_relu_A0/dist"])

@@ -11,7 +11,9 @@ float64 the clipped updates recover from it (measured: 8-layer exp stacks at lr 
 1e-3 all overflowed in float32 within 700 steps; in float64 both seeds trained 1,000 steps).
 The overflow guard ``EXP_CLAMP`` clamped 0.009% of the scores of a trained 8-layer stack.
 ``checkpoint_dir``: each trained setting's test losses are saved there as it finishes, and a
-rerun reuses them (a long sweep runs in pieces)."""
+rerun reuses them (a long sweep runs in pieces); with ``keep_state`` each piece also keeps its
+training checkpoint (a few kB), and a rerun with more ``steps`` trains it on from there, bit for
+bit as one longer run (the pieces committed before states were kept cannot be extended)."""
 from __future__ import annotations
 
 import json
@@ -46,10 +48,11 @@ def _sampler(cfg, task, n, tag):
     return PoolSampler(task, cfg["batch_size"], n + 1, cfg["pool"], seed=derive_seed(cfg["seed"], tag, n))
 
 
-def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, tag=0, trace=None):
+def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, tag=0, trace=None, state=None):
     """Train ``seeds`` models (one batched call) on GP(data_kernel) prompts with n examples;
     return (models, per-seed test losses, fit, the largest share of exp scores the overflow
-    guard clamps on the test prompts)."""
+    guard clamps on the test prompts). ``state``: a training checkpoint to continue from (bit
+    for bit, :func:`~icl_core.training.train`) and to leave at the end."""
     task = GPTask(5, data_kernel, seed=cfg["seed"])
     sampler = _sampler(cfg, task, n, tag)
     torch.manual_seed(derive_seed(cfg["seed"], tag, n, depth))
@@ -58,7 +61,7 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
         models = [m.double() for m in models]
     fit = train(models, sampler, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
                 grad_clip=1.0, seed=derive_seed(cfg["seed"], tag), n_points=n + 1, device=device,
-                trace=trace, trace_every=cfg.get("trace_every", 0) if trace else 0)
+                trace=trace, trace_every=cfg.get("trace_every", 0) if trace else 0, checkpoint_path=state)
     test = task.sample(cfg["test_prompts"], n + 1, seed=derive_seed(cfg["seed"], 99, n))
     with torch.no_grad():
         losses = [float(((m.cpu()(test.x, test.y, n) - test.y[:, n:]) ** 2).mean()) for m in models]
@@ -70,34 +73,56 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
 _PIECE_KEYS = ("seeds", "batch_size", "pool", "steps", "lr", "test_prompts", "seed", "float64", "center")
 
 
+def _state(cfg, name: str) -> str | None:
+    """The training checkpoint kept beside piece ``name`` when ``cfg["keep_state"]`` (a piece
+    with one can later be trained on to more steps), else None."""
+    folder = cfg.get("checkpoint_dir")
+    return str(Path(folder) / (Path(name).stem + ".pt")) if folder and cfg.get("keep_state") else None
+
+
 def _piece(cfg, name: str, compute, extra_keys: tuple = ()) -> dict:
-    """``compute()`` (a dict of JSON values), saved as ``cfg["checkpoint_dir"]/name`` with the
-    settings it was made with and its wall time, and reused from there when a piece with the
-    same settings is present (another setting raises: pass another folder or remove it)."""
+    """``compute(previous)`` (a dict of JSON values), saved as ``cfg["checkpoint_dir"]/name``
+    with the settings it was made with and its wall time, and reused from there when a piece
+    with the same settings is present. A piece that differs only by fewer ``steps`` and kept
+    its training state (:func:`_state`) is trained on from it: ``compute`` gets the saved piece
+    as ``previous`` (None otherwise) and the wall times add up. Any other difference raises:
+    pass another folder or remove it."""
     folder = cfg.get("checkpoint_dir")
     settings = {k: cfg.get(k) for k in _PIECE_KEYS + tuple(extra_keys)}
     path = Path(folder) / name if folder else None
+    previous, seconds = None, 0.0
     if path is not None and path.exists():
         saved = json.loads(path.read_text())
-        if saved["settings"] != settings:
+        if saved["settings"] == settings:
+            return {k: v for k, v in saved.items() if k not in ("settings", "seconds")}
+        state = _state(cfg, name)
+        if not ({**saved["settings"], "steps": settings["steps"]} == settings
+                and saved["settings"]["steps"] < settings["steps"] and state and Path(state).exists()):
             raise ValueError(f"{path} was trained with other settings ({saved['settings']}, now {settings}): "
-                             "pass another checkpoint_dir or remove it")
-        return {k: v for k, v in saved.items() if k not in ("settings", "seconds")}
+                             "pass another checkpoint_dir or remove it (only a piece that kept its training "
+                             "state, keep_state, is trained on to more steps)")
+        previous, seconds = {k: v for k, v in saved.items() if k not in ("settings", "seconds")}, saved["seconds"]
+    elif _state(cfg, name) and Path(_state(cfg, name)).exists():
+        Path(_state(cfg, name)).unlink()     # a state without its piece (an interrupted run): start over, since
+        #                                      the trace of the steps before it is not in the state
     t0 = time.perf_counter()
-    value = compute()
+    value = compute(previous)
     if path is not None:
         _atomic_write_bytes(path, (json.dumps({"settings": settings, **value,
-                                               "seconds": round(time.perf_counter() - t0, 1)}) + "\n").encode())
+                                               "seconds": round(seconds + time.perf_counter() - t0, 1)}) + "\n").encode())
     return value
 
 
 def _fit(cfg, kernel, n, activations, depth, device, tag):
     """``(per-seed test losses, tenths of the training loss, clamped share)`` of one trained
     setting, reused from ``cfg["checkpoint_dir"]`` when a piece with the same settings is there."""
-    def compute():
-        _, losses, fit, clamped = _train_eval(cfg, kernel, n, activations, depth, device, tag=tag)
+    name = f"t{tag}-{kernel}-{'+'.join(activations)}-n{n}-L{depth}.json"
+
+    def compute(previous):          # the training losses come back from the state, so tenths span the whole run
+        _, losses, fit, clamped = _train_eval(cfg, kernel, n, activations, depth, device, tag=tag,
+                                              state=_state(cfg, name))
         return {"losses": losses.tolist(), "tenths": tenths(fit.losses, cfg.get("center", "mean")), "clamped": clamped}
-    got = _piece(cfg, f"t{tag}-{kernel}-{'+'.join(activations)}-n{n}-L{depth}.json", compute)
+    got = _piece(cfg, name, compute)
     return np.array(got["losses"]), got["tenths"], got["clamped"]
 
 
@@ -126,7 +151,7 @@ def _depth_sweep(cfg, kernel, n, activations, depths, device, tag) -> tuple[np.n
 COMMON_CI = dict(seeds=2, batch_size=256, pool=20, steps=200, lr=0.01, test_prompts=2000, seed=0)
 # mid: fresh prompts every step, float64, the median-based convergence gate (see the module doc)
 COMMON_MID = dict(seeds=3, batch_size=256, pool=0, steps=2000, lr=0.003, test_prompts=4000, seed=0,
-                  float64=True, center="median")
+                  float64=True, center="median", keep_state=True)
 COMMON_PAPER = dict(seeds=3, batch_size=30000, pool=10, steps=20000, lr=0.01, test_prompts=30000, seed=0)
 
 
@@ -242,18 +267,24 @@ def figure3_recipe(cfg, device) -> Result:
         for fix_A in (True, False):
             key = f"{kernel}_{act}_{'A0' if fix_A else 'Afree'}"
 
-            def compute(kernel=kernel, act=act, fix_A=fix_A, dists=dists):
+            name = f"t3-{key}-n{cfg['n']}-L{cfg['depth']}.json"
+
+            def compute(previous, kernel=kernel, act=act, fix_A=fix_A, dists=dists, name=name):
                 models, losses, fit, _ = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
-                                                     fix_A=fix_A, tag=3, trace=dists)
+                                                     fix_A=fix_A, tag=3, trace=dists, state=_state(cfg, name))
+                trace = fit.trace
+                if previous is not None:     # the trace is not in the state: the saved one, then the new steps
+                    trace = list(zip(previous["steps"], previous["dist"])) + [(t, v) for t, v in trace
+                                                                              if t > previous["steps"][-1]]
                 # the trained matrices' Frobenius norms (dist is scale-free: a near-zero A reads as noise)
                 with torch.no_grad():
                     norms = [[float((S.to(m.B.dtype) @ m.B[l, 0].T @ m.C[l, 0] @ S.to(m.B.dtype)).norm())
                               for l in range(m.B.shape[0])]
                              + ([float(m.A[l, 0].norm()) for l in range(m.A.shape[0] - 1)] if m.A is not None else [])
                              for m in models]
-                return {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in fit.trace],
-                        "dist": [v for _, v in fit.trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
-            got = _piece(cfg, f"t3-{key}-n{cfg['n']}-L{cfg['depth']}.json", compute, extra_keys=("trace_every",))
+                return {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in trace],
+                        "dist": [v for _, v in trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
+            got = _piece(cfg, name, compute, extra_keys=("trace_every",))
             traj = np.array(got["dist"])                         # (S, seeds, matrices)
             arrays[f"{key}/steps"] = np.array(got["steps"])
             arrays[f"{key}/dist"] = traj
