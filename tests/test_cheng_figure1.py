@@ -58,3 +58,24 @@ def test_figure1_values_read_a_run_and_its_figure_draws(tmp_path):
     assert r.metrics["pieces_seconds"] is not None and len(list(tmp_path.glob("t1-*.json"))) == 24
     from icl_core.figures import cheng as figures
     assert [ax.get_title()[:3] for ax in figures.figure1(r).axes] == ["(a)", "(b)", "(c)"]
+
+
+def test_a_leader_still_improving_does_not_hold_the_claim_open_but_a_run_behind_it_does():
+    claims = all_claims()
+    v = _values()
+    for n in NS:                     # linear on linear data still falls (towards a Bayes loss of 0), already ahead
+        v["mid_fig1_tenths"][f"linear/linear n={n}"] = [1.0, 0.7]
+        v["mid_fig1_tenths"][f"linear/softmax n={n}"] = [1.0, 0.5]        # not read by the claim
+    row = evaluate(claims["cheng.fig1_match_mid"], v, "mid")
+    assert row["verdict"] in HOLDS and "already ahead" in row["gate"], row
+    v["mid_fig1_tenths"]["linear/relu n=14"] = [1.0, 0.7]               # a run behind it still improving
+    assert evaluate(claims["cheng.fig1_match_mid"], v, "mid")["verdict"] == INCONCLUSIVE
+    tied = _values()
+    tied["mid_fig1_seeds"]["linear/linear"][0] = tied["mid_fig1_seeds"]["linear/relu"][0]   # n = 2: a tie
+    tied["mid_fig1_tenths"]["linear/linear n=2"] = [1.0, 0.7]           # the tied leader is not exempt
+    row = evaluate(claims["cheng.fig1_match_mid"], tied, "mid")
+    assert row["verdict"] == INCONCLUSIVE and "linear/linear n=2" in row["gate"], row
+    behind = _values()
+    behind["mid_fig1_seeds"]["exp/softmax"][-1] = list(np.array(behind["mid_fig1_seeds"]["exp/exp"][-1]) + 0.4)
+    behind["mid_fig1_tenths"]["exp/softmax n=14"] = [1.0, 0.7]          # reversed and still moving: not decided
+    assert evaluate(claims["cheng.fig1c_mid"], behind, "mid")["verdict"] == INCONCLUSIVE

@@ -102,3 +102,11 @@ def test_figure4_claims_follow_the_runs():
     assert evaluate(claims["cheng.fig4a_mid"], still, "mid")["verdict"] == INCONCLUSIVE
     assert evaluate(claims["cheng.fig4b_mid"], still, "mid")["verdict"] in HOLDS
     assert evaluate(claims["cheng.fig4c_mid"], still, "mid")["verdict"] in HOLDS
+    unread = _fig4()                   # the exp head on linear data is read by no claim of panel (a)
+    unread["mid_fig4_tenths"]["linear/exp L=5"] = [1.0, 0.6]
+    assert evaluate(claims["cheng.fig4a_mid"], unread, "mid")["verdict"] in HOLDS
+    ahead = _fig4()                    # two heads ahead of both on composite data and still improving
+    ahead["mid_fig4_tenths"]["composite/linear+exp L=3"] = [1.0, 0.6]
+    assert evaluate(claims["cheng.fig4c_mid"], ahead, "mid")["verdict"] in HOLDS
+    ahead["mid_fig4_tenths"]["composite/exp L=3"] = [1.0, 0.9]     # a head behind still improving: not decided
+    assert evaluate(claims["cheng.fig4c_mid"], ahead, "mid")["verdict"] == INCONCLUSIVE
