@@ -122,3 +122,15 @@ def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
         torch.save(full, tmp_path / f"h{h}.pt")
         res = train(models, samplers, full["step"], checkpoint_path=tmp_path / f"h{h}.pt", device="cpu", **kw)
         assert res.steps == full["step"] and len(res.losses) == full["step"]
+
+
+def test_the_cpu_probes_keep_a_constant_clipped_learning_rate_and_refuse_another_clip(tmp_path):
+    for h in (1, 4):
+        probe = get_long_run(f"chen.train.probe-h{h}-L4-w64")
+        assert probe.config["d_model"] == 64 and probe.config["lr"] == 1e-3 and probe.config["grad_clip"] == 1.0
+        assert "lr_final" not in probe.config and "lr_decay" not in probe.config      # never decays
+    folder = tmp_path / "probe"
+    first = continue_run("chen.train.probe-h1-L4-w64", 60, device="cpu", folder=folder, **dict(TINY, steps=6))
+    assert first["to_step"] == 6 and load_state(folder)["step"] == 6
+    with pytest.raises(ValueError, match="grad_clip"):        # the clip is part of what a piece must share
+        continue_run("chen.train.probe-h1-L4-w64", 60, device="cpu", folder=folder, **dict(TINY, grad_clip=0.5))

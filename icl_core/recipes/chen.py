@@ -329,10 +329,12 @@ for _h in (1, 4):
 # lr 1e-3 decaying to 5e-5) stayed on it; this one keeps the learning rate constant (clipped at
 # global norm 1, as mid) and is otherwise the paper's piece setting at width 64
 PROBE_PIECES = dict(PAPER_PIECES, d_model=64, lr=1e-3, grad_clip=1.0, steps=100000)
-register_long_run(LongRun(
-    "chen.train.probe-h4-L4-w64", dict(PROBE_PIECES), _piece_build(4), _piece_evaluate(4), _piece_names(4),
-    description="CPU probe: the Fig. 1 encoder (h=4, L=4) at width 64, Adam 1e-3 constant, clipped at 1, "
-                "batch 64, sigma=0.1: does a constant learning rate leave the ridge plateau?"))
+for _h in (1, 4):
+    register_long_run(LongRun(
+        f"chen.train.probe-h{_h}-L4-w64", dict(PROBE_PIECES), _piece_build(_h), _piece_evaluate(_h),
+        _piece_names(_h),
+        description=f"CPU probe: the Fig. 1 encoder (h={_h}, L=4) at width 64, Adam 1e-3 constant, clipped at 1, "
+                    "batch 64, sigma=0.1: does a constant learning rate leave the ridge plateau?"))
 
 
 # --- claims ------------------------------------------------------------------------------
