@@ -79,3 +79,35 @@ def test_a_leader_still_improving_does_not_hold_the_claim_open_but_a_run_behind_
     behind["mid_fig1_seeds"]["exp/softmax"][-1] = list(np.array(behind["mid_fig1_seeds"]["exp/exp"][-1]) + 0.4)
     behind["mid_fig1_tenths"]["exp/softmax n=14"] = [1.0, 0.7]          # reversed and still moving: not decided
     assert evaluate(claims["cheng.fig1c_mid"], behind, "mid")["verdict"] == INCONCLUSIVE
+
+
+def test_the_authors_bandwidth_gives_labels_of_variance_e_to_the_half():
+    from icl_core.tasks import GPTask
+    for beta, var in ((1.0, np.e), (0.5, np.exp(0.5))):
+        p = GPTask(5, "exp", seed=0, beta=beta).sample(4000, 3, seed=1)
+        assert abs(float(p.y.double().var()) / var - 1) < 0.05, beta
+    with pytest.raises(ValueError, match="beta"):
+        GPTask(5, "relu", beta=0.5)
+
+
+def test_setup_variants_are_their_own_pieces_and_older_pieces_still_match(tmp_path):
+    import json
+    cfg = {**config("cheng.figure1", "softmax_n"), "seeds": 2, "batch_size": 8, "steps": 3, "test_prompts": 20,
+           "activations": ["softmax"], "checkpoint_dir": str(tmp_path)}
+    over_n = cheng.figure1_recipe(cfg, "cpu")
+    piece = next(tmp_path.glob("t1-*.json"))
+    assert json.loads(piece.read_text())["settings"]["softmax_over_n"] is True
+    with pytest.raises(ValueError, match="other settings"):         # the same piece without the change
+        cheng.figure1_recipe({**cfg, "softmax_over_n": False}, "cpu")
+    plain = cheng.figure1_recipe({**cfg, "softmax_over_n": False, "checkpoint_dir": str(tmp_path / "p")}, "cpu")
+    assert not np.array_equal(plain.arrays["exp/softmax"], over_n.arrays["exp/softmax"])
+    old = next((tmp_path / "p").glob("t1-*.json"))                    # as committed before the keys existed
+    saved = json.loads(old.read_text())
+    for k in ("exp_beta", "softmax_over_n"):
+        del saved["settings"][k]
+    old.write_text(json.dumps(saved))
+    again = cheng.figure1_recipe({**cfg, "softmax_over_n": False, "checkpoint_dir": str(tmp_path / "p")}, "cpu")
+    np.testing.assert_array_equal(again.arrays["exp/softmax"], plain.arrays["exp/softmax"])
+    half = cheng.figure1_recipe({**config("cheng.figure1", "bandwidth"), "seeds": 2, "batch_size": 8, "steps": 3,
+                                 "test_prompts": 200, "checkpoint_dir": str(tmp_path / "b")}, "cpu")
+    assert abs(half.arrays["exp/bayes"][0] - over_n.arrays["exp/bayes"][0]) > 0.05   # another label law, its own Bayes

@@ -41,6 +41,11 @@ def dist_to_identity(M: torch.Tensor) -> float:
     return float((M - torch.trace(M) / d * torch.eye(d, dtype=M.dtype)).norm() / M.norm())
 
 
+def _task(cfg, kernel) -> GPTask:
+    """The data of a run: GP(kernel) prompts, with the exp kernel's ``exp_beta`` (default 1)."""
+    return GPTask(5, kernel, seed=cfg["seed"], beta=cfg.get("exp_beta", 1.0) if kernel == "exp" else 1.0)
+
+
 def _sampler(cfg, task, n, tag):
     """Fresh prompts at every step (``pool=0``) or a pool of pre-drawn batches."""
     if cfg.get("pool", 20) == 0:
@@ -53,10 +58,11 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
     return (models, per-seed test losses, fit, the largest share of exp scores the overflow
     guard clamps on the test prompts). ``state``: a training checkpoint to continue from (bit
     for bit, :func:`~icl_core.training.train`) and to leave at the end."""
-    task = GPTask(5, data_kernel, seed=cfg["seed"])
+    task = _task(cfg, data_kernel)
     sampler = _sampler(cfg, task, n, tag)
     torch.manual_seed(derive_seed(cfg["seed"], tag, n, depth))
-    models = [KernelTransformer(5, depth, activations, fix_A=fix_A) for _ in range(cfg["seeds"])]
+    over_n = True if cfg.get("softmax_over_n") else None          # None: every head but softmax divided by n
+    models = [KernelTransformer(5, depth, activations, fix_A=fix_A, normalize=over_n) for _ in range(cfg["seeds"])]
     if cfg.get("float64"):
         models = [m.double() for m in models]
     fit = train(models, sampler, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
@@ -70,7 +76,10 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
 
 
 # the settings a saved piece must share with the run that reuses it
-_PIECE_KEYS = ("seeds", "batch_size", "pool", "steps", "lr", "test_prompts", "seed", "float64", "center")
+_PIECE_KEYS = ("seeds", "batch_size", "pool", "steps", "lr", "test_prompts", "seed", "float64", "center",
+               "exp_beta", "softmax_over_n")
+# the values of settings added after pieces were first committed, which those pieces were made with
+_PIECE_DEFAULTS = {"exp_beta": 1.0, "softmax_over_n": False}
 
 
 def _state(cfg, name: str) -> str | None:
@@ -88,11 +97,12 @@ def _piece(cfg, name: str, compute, extra_keys: tuple = ()) -> dict:
     as ``previous`` (None otherwise) and the wall times add up. Any other difference raises:
     pass another folder or remove it."""
     folder = cfg.get("checkpoint_dir")
-    settings = {k: cfg.get(k) for k in _PIECE_KEYS + tuple(extra_keys)}
+    settings = {k: cfg.get(k, _PIECE_DEFAULTS.get(k)) for k in _PIECE_KEYS + tuple(extra_keys)}
     path = Path(folder) / name if folder else None
     previous, seconds = None, 0.0
     if path is not None and path.exists():
         saved = json.loads(path.read_text())
+        saved["settings"] = {**_PIECE_DEFAULTS, **saved["settings"]}
         if saved["settings"] == settings:
             return {k: v for k, v in saved.items() if k not in ("settings", "seconds")}
         state = _state(cfg, name)
@@ -128,10 +138,10 @@ def _fit(cfg, kernel, n, activations, depth, device, tag):
 
 def bayes_loss(cfg, data_kernel, n) -> float:
     """Monte Carlo risk of the Bayes predictor (posterior mean on K_+) on the same test law."""
-    task = GPTask(5, data_kernel, seed=cfg["seed"])
+    task = _task(cfg, data_kernel)
     test = task.sample(cfg["test_prompts"], n + 1, seed=derive_seed(cfg["seed"], 99, n))
     xi = test.task["xi"].double()
-    pred = gp_posterior_mean(xi[:, :n], test.y[:, :n].double(), xi[:, n:], data_kernel)[:, 0]
+    pred = gp_posterior_mean(xi[:, :n], test.y[:, :n].double(), xi[:, n:], task.gram)[:, 0]
     return float(((pred - test.y[:, n].double()) ** 2).mean())
 
 
@@ -166,6 +176,11 @@ COMMON_PAPER = dict(seeds=3, batch_size=30000, pool=10, steps=20000, lr=0.01, te
     # Fig. 1(c)'s softmax-vs-exp comparison at 8x mid's batch: the run that decides n = 6-12
     bigbatch=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
                   ns=[6, 8, 10, 12, 14], depth=3, checkpoint_dir="results/cheng.figure1/bigbatch/pieces"),
+    # the same at n = 6 under the authors' code's two other choices: exp(<u, w>/2) labels, softmax divided by n
+    bandwidth=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
+                   ns=[6], depth=3, exp_beta=0.5, checkpoint_dir="results/cheng.figure1/bandwidth/pieces"),
+    softmax_n=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
+                   ns=[6], depth=3, softmax_over_n=True, checkpoint_dir="results/cheng.figure1/softmax_n/pieces"),
     description="Cheng et al. Fig. 1: log test loss against n for each data kernel and "
                 "activation (3 layers), with the Bayes predictor.",
 )
@@ -187,7 +202,8 @@ def figure1_recipe(cfg, device) -> Result:
         metrics[f"{kernel}_log_loss"] = {act: v.tolist() for act, v in at.items()}
         metrics[f"{kernel}_log_bayes"] = np.log(np.maximum(arrays[f"{kernel}/bayes"], 1e-12)).tolist()
         non_soft = [a for a in cfg["activations"] if a != "softmax"]
-        metrics[f"{kernel}_best_non_softmax_at_largest_n"] = min(non_soft, key=lambda a: at[a][-1])
+        if non_soft:
+            metrics[f"{kernel}_best_non_softmax_at_largest_n"] = min(non_soft, key=lambda a: at[a][-1])
     metrics["pieces_seconds"] = _pieces_seconds(cfg, 1)
     return Result("cheng.figure1", "", cfg, metrics, arrays)
 

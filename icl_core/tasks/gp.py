@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels import KERNELS, flipped_root, gram
-from ..validation import check_choice, check_int
+from ..validation import check_choice, check_float, check_int
 from .base import TaskSampler
 from .lipschitz import sphere
 
@@ -34,14 +34,18 @@ def whitened_covariates(kind: str, batch_size: int, n_points: int, d: int, g) ->
 class GPTask(TaskSampler):
     """Args: d; kernel in {"linear", "relu", "exp", "composite"}; sigma: ``"paper"`` (the
     diag(1, 1, 0.25, 2.25, 1) covariance, d = 5) or ``"identity"``; covariates: ``"sphere"``,
-    ``"gaussian"`` or ``"mixture"`` (:func:`whitened_covariates`); seed: draws U."""
+    ``"gaussian"`` or ``"mixture"`` (:func:`whitened_covariates`); seed: draws U; beta: the exp
+    kernel's ``exp(beta <u, w>)`` (the paper's eq. 11: 1; the authors' code: 1/2), exp only."""
 
     name = "gp"
 
     def __init__(self, d: int = 5, kernel: str = "exp", sigma: str = "paper", seed: int = 0,
-                 covariates: str = "sphere"):
+                 covariates: str = "sphere", beta: float = 1.0):
         super().__init__(d, 0.0)
         self.kernel = check_choice("kernel", kernel, set(KERNELS))
+        self.beta = check_float("beta", beta, minimum=0.0, strict=True)
+        if self.beta != 1.0 and self.kernel != "exp":
+            raise ValueError(f"beta applies to the exp kernel only, got beta={beta} with kernel={kernel!r}")
         self.covariates = check_choice("covariates", covariates, {"sphere", "gaussian", "mixture"})
         check_choice("sigma", sigma, {"paper", "identity"})
         root = torch.ones(self.d)
@@ -55,9 +59,13 @@ class GPTask(TaskSampler):
         self.sqrt_sigma = U @ torch.diag(root) @ U.T          # symmetric Sigma^{1/2}, float64
         self.inv_sqrt_sigma = U @ torch.diag(1 / root) @ U.T
 
+    def gram(self, U: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """This task's kernel as a Gram-matrix function (:func:`~icl_core.kernels.gram`)."""
+        return gram(U, W, self.kernel, self.beta)
+
     def draw(self, streams, batch_size, n_points, d_active=None):
         xi = whitened_covariates(self.covariates, batch_size, n_points, self.d, streams.x)
-        root = flipped_root(gram(xi, xi, self.kernel), 1e-8)      # the authors' jitter
+        root = flipped_root(self.gram(xi, xi), 1e-8)      # the authors' jitter
         z = torch.randn(batch_size, n_points, 1, generator=streams.task, dtype=torch.float64)
         y = (root @ z).squeeze(-1).float()
         x = (xi @ self.sqrt_sigma).float()
