@@ -111,3 +111,23 @@ def test_setup_variants_are_their_own_pieces_and_older_pieces_still_match(tmp_pa
     half = cheng.figure1_recipe({**config("cheng.figure1", "bandwidth"), "seeds": 2, "batch_size": 8, "steps": 3,
                                  "test_prompts": 200, "checkpoint_dir": str(tmp_path / "b")}, "cpu")
     assert abs(half.arrays["exp/bayes"][0] - over_n.arrays["exp/bayes"][0]) > 0.05   # another label law, its own Bayes
+
+
+def test_a_reversal_found_again_in_an_independent_run_decides_figure_1c():
+    claim = all_claims()["cheng.fig1c_bigbatch"]
+
+    def run(prefix, ns, n6_gap, spread=0.01, seed=0):
+        rng = np.random.default_rng(seed)
+        exp = [list(-0.1 * n + spread * rng.standard_normal(3)) for n in ns]
+        soft = [list(np.array(e) + (n6_gap if n == 6 else 0.0) + spread * rng.standard_normal(3)) for e, n in zip(exp, ns)]
+        return {f"{prefix}fig1_ns": list(ns), f"{prefix}fig1_seeds": {"exp/exp": exp, "exp/softmax": soft},
+                f"{prefix}fig1_tenths": {f"exp/{a} n={n}": [1.0, 1.0] for a in ("exp", "softmax") for n in ns}}
+    v = run("bigbatch_", (6, 8, 10, 12, 14), 0.05)           # reversed at n = 6, tied elsewhere
+    assert evaluate(claim, v, "bigbatch")["verdict"] == INCONCLUSIVE              # alone: could be chance
+    again = {**v, **run("seed1_", (6,), 0.05, seed=1)}
+    row = evaluate(claim, again, "bigbatch")
+    assert row["verdict"] == DIFFERS and "independent" in row["gate"], row
+    other = {**v, **run("seed1_", (6,), -0.05, seed=1)}       # the replica not reversed: still open
+    assert evaluate(claim, other, "bigbatch")["verdict"] == INCONCLUSIVE
+    moving = {**again, "seed1_fig1_tenths": {"exp/exp n=6": [1.0, 0.5], "exp/softmax n=6": [1.0, 1.0]}}
+    assert evaluate(claim, moving, "bigbatch")["verdict"] == INCONCLUSIVE        # an unconverged replica counts for nothing
