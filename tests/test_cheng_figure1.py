@@ -131,3 +131,13 @@ def test_a_reversal_found_again_in_an_independent_run_decides_figure_1c():
     assert evaluate(claim, other, "bigbatch")["verdict"] == INCONCLUSIVE
     moving = {**again, "seed1_fig1_tenths": {"exp/exp n=6": [1.0, 0.5], "exp/softmax n=6": [1.0, 1.0]}}
     assert evaluate(claim, moving, "bigbatch")["verdict"] == INCONCLUSIVE        # an unconverged replica counts for nothing
+
+
+def test_softmax_minus_exp_reads_each_n_with_its_seed_spread():
+    from icl_core.results import Result
+    exp = np.log(np.array([[1.0, 1.1, 0.9], [0.5, 0.5, 0.5]]))
+    soft = exp + np.array([[0.1, 0.2, 0.3], [-0.1, -0.1, -0.1]])
+    r = Result("cheng.figure1", "", {}, {}, {"ns": np.array([6, 8]), "exp/exp": exp, "exp/softmax": soft})
+    gaps = cheng.softmax_minus_exp(r)
+    assert gaps[6][0] == pytest.approx(0.2) and gaps[6][1] == pytest.approx(0.1 / np.sqrt(3))
+    assert gaps[8] == pytest.approx((-0.1, 0.0))

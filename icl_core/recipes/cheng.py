@@ -422,6 +422,13 @@ def figure1_values(result: Result, prefix: str = "") -> dict:
     return out
 
 
+def softmax_minus_exp(result: Result) -> dict:
+    """Figure 1(c)'s comparison in a ``cheng.figure1`` result with exp data: per n, the mean and
+    standard error over seeds of log loss(softmax) - log loss(exp) (positive: softmax worse)."""
+    a = result.arrays
+    return _diff_by_depth(a["exp/softmax"], a["exp/exp"], [int(n) for n in a["ns"]])
+
+
 FIG1_MATCH_PANELS = (("a", "linear"), ("b", "relu"))    # the Figure 1 panels the paper cites for matching
 FIG1C_NS = (6, 8, 10, 12, 14)                           # "for n in {6, 8, 10, 12, 14}"
 
