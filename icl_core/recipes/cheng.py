@@ -179,9 +179,9 @@ COMMON_PAPER = dict(seeds=3, batch_size=30000, pool=10, steps=20000, lr=0.01, te
     # an independent replica of bigbatch at n = 6 (seed 1: other Sigma rotations, initialisations and draws)
     bigbatch_seed1=dict(**{**COMMON_MID, "batch_size": 2048, "seed": 1}, kernels=["exp"], activations=["exp", "softmax"],
                         ns=[6], depth=3, checkpoint_dir="results/cheng.figure1/bigbatch_seed1/pieces"),
-    # the same at n = 6 under the authors' code's two other choices: exp(<u, w>/2) labels, softmax divided by n
+    # under the authors' code's two other choices: exp(<u, w>/2) labels (n = 6-14), softmax divided by n (n = 6)
     bandwidth=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
-                   ns=[6], depth=3, exp_beta=0.5, checkpoint_dir="results/cheng.figure1/bandwidth/pieces"),
+                   ns=[6, 8, 10, 12, 14], depth=3, exp_beta=0.5, checkpoint_dir="results/cheng.figure1/bandwidth/pieces"),
     softmax_n=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
                    ns=[6], depth=3, softmax_over_n=True, checkpoint_dir="results/cheng.figure1/softmax_n/pieces"),
     description="Cheng et al. Fig. 1: log test loss against n for each data kernel and "
