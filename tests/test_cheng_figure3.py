@@ -80,7 +80,7 @@ def test_pieces_made_before_the_norms_were_kept_still_assemble(tmp_path):
 def test_the_bigbatch_runs_have_their_own_claims():
     from icl_core.claims import all_claims
     claims = all_claims()
-    assert claims["cheng.fig3_bigbatch"].source == "cheng.figure3/bigbatch"
+    assert claims["cheng.fig3a_bigbatch"].source == claims["cheng.fig3b_bigbatch"].source == "cheng.figure3/bigbatch"
     assert claims["cheng.fig1c_bigbatch"].source == "cheng.figure1/bigbatch"
     assert "cheng.fig1_match_bigbatch" not in claims          # the run has exp data only
     assert config("cheng.figure1", "bigbatch")["kernels"] == ["exp"]
@@ -124,3 +124,19 @@ def test_a_state_left_without_its_piece_is_not_resumed(tmp_path):
     again = cheng.figure3_recipe(cfg, "cpu")
     assert again.arrays["relu_relu_A0/steps"].tolist() == [0, 2, 4]
     np.testing.assert_array_equal(again.arrays["relu_relu_A0/dist"], first.arrays["relu_relu_A0/dist"])
+
+
+def test_a_distance_already_close_and_still_closing_does_not_hold_the_claim_open():
+    from icl_core.claims import HOLDS, VERDICTS, all_claims, evaluate
+    claim = all_claims()["cheng.fig3a_bigbatch"]
+
+    def values(dist_tenths):
+        ends = {"exp_softmax_A0": [0.03, 0.02, 0.02], "exp_softmax_Afree": [0.5, 0.5, 0.5, 0.5, 0.5]}
+        return {"bigbatch_fig3_dist_end": ends, "bigbatch_fig3_dist_start": {k: [0.9] for k in ends},
+                "bigbatch_fig3_tenths": {k: [1.0, 1.0] for k in ends},
+                "bigbatch_fig3_dist_tenths": {**{f"exp_softmax_A0 M{i}": t for i, t in enumerate(dist_tenths)},
+                                              "exp_softmax_Afree M0": [0.9, 0.5]}}     # panel (b): not read by (a)
+    row = evaluate(claim, values([[0.04, 0.03], [0.03, 0.02], [0.02, 0.02]]), "bigbatch")
+    assert row["verdict"] in HOLDS and "still closing" in row["gate"], row
+    assert evaluate(claim, values([[0.02, 0.03], [0.03, 0.02], [0.02, 0.02]]), "bigbatch")["verdict"] == VERDICTS[3]  # rising
+    assert evaluate(all_claims()["cheng.fig3b_bigbatch"], values([[0.04, 0.03]] * 3), "bigbatch")["verdict"] == VERDICTS[3]

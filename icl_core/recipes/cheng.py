@@ -707,10 +707,21 @@ FIG3_ASYMPTOTE = 0.3    # the paper's exceptions "asymptote at around 0.2": none
 FIG3_MOST = 2 / 3       # "in most cases": this share of the runs with every matrix close, ours
 
 
-def _declare_figure3(P: str, suffix: str, source, reduced: dict, where: str = "Figs. 3, 5, 6"):
+def _fig3_runs(v: dict, P: str, mode: str | None) -> dict:
+    """``v`` with Figure 3's per-run records kept only for runs of ``mode`` ("A0" / "Afree"; None: all)."""
+    if mode is None:
+        return v
+    keep = lambda k: k.split(" ")[0].endswith("_" + mode)
+    return {**v, **{k: {r: x for r, x in d.items() if keep(r)} for k, d in v.items()
+                    if k.startswith(f"{P}fig3_") and isinstance(d, dict)}}
+
+
+def _declare_figure3(P: str, suffix: str, source, reduced: dict, where: str = "Figs. 3, 5, 6", mode: str | None = None,
+                     panel: str = ""):
     """The Figures 3/5/6 claim, for the live run and for each committed run (``where``: the
-    figures the run covers)."""
+    figures the run covers; ``mode``: only its A = 0 or A-free runs, as claim ``fig3{panel}``)."""
     def check(v):
+        v = _fig3_runs(v, P, mode)
         ends = v[f"{P}fig3_dist_end"]
         close = [k for k, d in ends.items() if max(d) < FIG3_CLOSE]
         worst_k = max(ends, key=lambda k: max(ends[k]))
@@ -723,12 +734,20 @@ def _declare_figure3(P: str, suffix: str, source, reduced: dict, where: str = "F
                                for k, nm in v.get(f"{P}fig3_norms_end", {}).items()))
 
     def gate(v):
+        v = _fig3_runs(v, P, mode)
         runs = v[f"{P}fig3_tenths"]
         if not runs:
             return Gate(False, "no training losses recorded for the traced runs")
-        return all_of(converged("_t", 0.05), converged("_d", 0.05, "dist(M, I)"))(
-            {"_t": runs, "_d": v[f"{P}fig3_dist_tenths"]})
-    _ccs("fig3" + suffix, "experiments", where,
+        # a distance already within FIG3_CLOSE and still falling can only come closer: like a loss
+        # falling towards 0 it never passes a relative test, and more training only strengthens the claim
+        dists = v[f"{P}fig3_dist_tenths"]
+        closing = sorted(k for k, (prev, last) in dists.items() if last < FIG3_CLOSE and last <= prev)
+        rest = {k: t for k, t in dists.items() if k not in closing}
+        g = all_of(converged("_t", 0.05), *([converged("_d", 0.05, "dist(M, I)")] if rest else []))(
+            {"_t": runs, "_d": rest})
+        return Gate(g.ok, g.reason + (f"; within {FIG3_CLOSE} of a multiple of I and still closing: "
+                                      f"{', '.join(closing)}" if closing else ""))
+    _ccs("fig3" + panel + suffix, "experiments", where,
          "In all cases, the corresponding matrix appears to be converging to identity, which is the stationary point "
          "from Theorem 4.5 (App. H.2: it appears that in most cases, the matrices are converging to identity ... a few "
          "of the parameter matrices appear to asymptote at around 0.2 distance to identity)",
@@ -739,10 +758,11 @@ _declare_figure3("", "", None, {"ci": "400 steps at batch 256 from a pool of 20 
                                       "(kernel, activation) pairs"})
 _declare_figure3("mid_", "_mid", "cheng.figure3/mid",
                  {"mid": _MID_BUDGET + " (the paper: batch 30,000 resampled every 10 steps, trained to convergence)"})
-_declare_figure3("bigbatch_", "_bigbatch", "cheng.figure3/bigbatch",
-                 {"bigbatch": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", "5,000")
-                              + "; Figure 3's pair only (exp data, softmax), so 'most' means both runs (the paper: "
-                                "batch 30,000 resampled every 10 steps, trained to convergence)"}, where="Fig. 3")
+for _panel, _mode in (("a", "A0"), ("b", "Afree")):      # each panel is one run: 'most' means that run
+    _declare_figure3("bigbatch_", "_bigbatch", "cheng.figure3/bigbatch",
+                     {"bigbatch": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", "5,000")
+                                  + "; exp data, softmax (the paper: batch 30,000 resampled every 10 steps, trained to "
+                                    "convergence)"}, where=f"Fig. 3{_panel}", mode=_mode, panel=_panel)
 _ccs("fig4", "experiments", "Fig. 4c",
      "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
      lambda v: Check(v["fig4_composite_two_minus_best_single"] < 0,
