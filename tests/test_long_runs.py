@@ -113,14 +113,14 @@ def test_committed_paper_pieces_load_and_match_their_record():
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next GPU piece must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
-    for h in (1, 4):
-        folder = f"results/chen.train/paper-h{h}-L4"
+    for name in ("paper-h1-L4", "paper-h4-L4", "probe-h4-L4-w64"):        # the CPU probe continues the same way
+        folder = f"results/chen.train/{name}"
         assert load_state(folder) is not None, f"the committed piece {folder} is missing"
-        run = get_long_run(f"chen.train.paper-h{h}-L4")
+        run = get_long_run(f"chen.train.{name}")
         models, samplers, kw = run.build(dict(run.config))
         full = expand_compact(__import__("pathlib").Path(folder), "single", "cpu")
-        torch.save(full, tmp_path / f"h{h}.pt")
-        res = train(models, samplers, full["step"], checkpoint_path=tmp_path / f"h{h}.pt", device="cpu", **kw)
+        torch.save(full, tmp_path / f"{name}.pt")
+        res = train(models, samplers, full["step"], checkpoint_path=tmp_path / f"{name}.pt", device="cpu", **kw)
         assert res.steps == full["step"] and len(res.losses) == full["step"]
 
 
