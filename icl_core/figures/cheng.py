@@ -112,6 +112,7 @@ def figure3(result: Result, label: str = "", mode: str | None = None):
         ax.set_title(f"{kernel} data, h = {act}, {'A = 0' if m == 'A0' else 'A free'}", fontsize=9)
         ax.set_xlabel("training step"); ax.set_ylabel("dist(M, I)"); ax.legend(fontsize=7)
     which = {"A0": "Figure 5 (A = 0)", "Afree": "Figure 6 (A free)"}
-    fig.suptitle(f"{which[mode] if mode else 'Figures 3 / 5 / 6'} ({label})", fontsize=10)
+    whole = "Figure 3" if pairs == [("exp", "softmax")] else "Figures 3 / 5 / 6"     # Figure 3 is that pair alone
+    fig.suptitle(f"{which[mode] if mode else whole} ({label})", fontsize=10)
     fig.tight_layout()
     return fig
