@@ -317,24 +317,20 @@ def _piece_names(h):
     return lambda cfg: [model_name(h, cfg["L"], s, seed=cfg["seed"]) for s in cfg["noise_stds"]]
 
 
-for _h in (1, 4):
-    register_long_run(LongRun(
-        f"chen.train.paper-h{_h}-L4", dict(PAPER_PIECES), _piece_build(_h), _piece_evaluate(_h),
-        _piece_names(_h),
-        description=f"Chen et al. Fig. 1 encoder at the paper's scale (h={_h}, L=4, width 256, "
-                    "Adam 1e-4 constant, batch 64, 320k steps, sigma=0.1), trained in pieces"))
-
-
 # A CPU probe for the schedule that leaves the ridge plateau: the committed mid models (width 64,
 # lr 1e-3 decaying to 5e-5) stayed on it; this one keeps the learning rate constant (clipped at
 # global norm 1, as mid) and is otherwise the paper's piece setting at width 64
 PROBE_PIECES = dict(PAPER_PIECES, d_model=64, lr=1e-3, grad_clip=1.0, steps=100000)
 for _h in (1, 4):
-    register_long_run(LongRun(
-        f"chen.train.probe-h{_h}-L4-w64", dict(PROBE_PIECES), _piece_build(_h), _piece_evaluate(_h),
-        _piece_names(_h),
-        description=f"CPU probe: the Fig. 1 encoder (h={_h}, L=4) at width 64, Adam 1e-3 constant, clipped at 1, "
-                    "batch 64, sigma=0.1: does a constant learning rate leave the ridge plateau?"))
+    for _name, _cfg, _what in (
+            (f"paper-h{_h}-L4", PAPER_PIECES,
+             f"Chen et al. Fig. 1 encoder at the paper's scale (h={_h}, L=4, width 256, Adam 1e-4 constant, batch 64, "
+             "320k steps, sigma=0.1), trained in pieces"),
+            (f"probe-h{_h}-L4-w64", PROBE_PIECES,
+             f"CPU probe: the Fig. 1 encoder (h={_h}, L=4) at width 64, Adam 1e-3 constant, clipped at 1, batch 64, "
+             "sigma=0.1: does a constant learning rate leave the ridge plateau?")):
+        register_long_run(LongRun(f"chen.train.{_name}", dict(_cfg), _piece_build(_h), _piece_evaluate(_h),
+                                  _piece_names(_h), description=_what))
 
 
 # --- claims ------------------------------------------------------------------------------
