@@ -353,19 +353,24 @@ def install_cell(ref: str = "main") -> str:
             f'    %pip install -q "icl_core @ git+{repository_url()}@{ref}"\n    import icl_core')
 
 
-def _with_install_cell(nb, ref: str, where: str):
-    cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(INSTALL_MARK)]
-    if len(cells) != 1:
-        raise SystemExit(f"{where}: expected one install cell starting with {INSTALL_MARK!r}, found {len(cells)}")
-    cells[0].source = install_cell(ref)
-    return nb
+def with_install_cell(text: str, ref: str, where: str) -> str:
+    """A MyST source's text with its one install cell set to :func:`install_cell` at ``ref``: the
+    one way both the sources and their .ipynb twins get theirs."""
+    if text.count(INSTALL_MARK) != 1:
+        raise SystemExit(f"{where}: expected one install cell starting with {INSTALL_MARK!r}, "
+                         f"found {text.count(INSTALL_MARK)}")
+    start = text.find(INSTALL_MARK)
+    end = text.find("\n```", start)
+    if end < 0:
+        raise SystemExit(f"{where}: the install cell starting with {INSTALL_MARK!r} is not closed")
+    return text[:start] + install_cell(ref) + text[end:]
 
 
 def colab_notebook(src: Path, ref: str = "main"):
     """The .ipynb committed beside each source so the Colab button opens a notebook; its
     install cell installs ``icl_core`` at ``ref``."""
     import jupytext
-    nb = _with_install_cell(jupytext.read(src), ref, rel(src))
+    nb = jupytext.reads(with_install_cell(src.read_text(), ref, rel(src)), fmt="md:myst")
     nb.metadata.pop("jupytext", None)
     nb.metadata["colab"] = {"provenance": []}
     for i, cell in enumerate(nb.cells):      # stable ids, so regenerating changes nothing
@@ -380,11 +385,7 @@ def sync(check: bool = False, ref: str = "main") -> int:
     bad = []
     for src in notebooks():
         source_text = src.read_text()
-        start = source_text.find(INSTALL_MARK)
-        end = source_text.find("\n```", start)
-        if start < 0 or end < 0:
-            raise SystemExit(f"{rel(src)}: no install cell starting with {INSTALL_MARK!r}")
-        fixed = source_text[:start] + install_cell("main") + source_text[end:]
+        fixed = with_install_cell(source_text, "main", rel(src))
         if fixed != source_text:
             if check:
                 bad.append(rel(src) + " (its install cell differs from _config.yml's repository)")

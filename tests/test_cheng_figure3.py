@@ -1,7 +1,11 @@
 """Cheng et al. Figures 3, 5, 6: the traced runs are saved as pieces and reused, in float64 too."""
 import numpy as np
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 import pytest
 
+from icl_core.figures import cheng as figures
 from icl_core.recipes import cheng, config
 
 
@@ -140,3 +144,24 @@ def test_a_distance_already_close_and_still_closing_does_not_hold_the_claim_open
     assert row["verdict"] in HOLDS and "still closing" in row["gate"], row
     assert evaluate(claim, values([[0.02, 0.03], [0.03, 0.02], [0.02, 0.02]]), "bigbatch")["verdict"] == VERDICTS[3]  # rising
     assert evaluate(all_claims()["cheng.fig3b_bigbatch"], values([[0.04, 0.03]] * 3), "bigbatch")["verdict"] == VERDICTS[3]
+
+
+def test_a_modes_trains_only_the_named_panels_and_names_a_bad_one(tmp_path):
+    base = {**config("cheng.figure3", "long_b"), "seeds": 2, "batch_size": 8, "steps": 4, "trace_every": 2,
+            "test_prompts": 20, "n": 6, "checkpoint_dir": str(tmp_path / "pieces")}
+    r = cheng.figure3_recipe(base, "cpu")
+    assert [p.name for p in (tmp_path / "pieces").glob("t3-*.json")] == ["t3-exp_softmax_Afree-n6-L3.json"]
+    assert "exp_softmax_Afree/dist" in r.arrays and "exp_softmax_A0/dist" not in r.arrays
+    assert r.arrays["exp_softmax_Afree/dist"].shape[-1] == 5                  # B'C of 3 layers, then A_0, A_1
+    fig = figures.figure3(r)
+    assert fig._suptitle.get_text().startswith("Figure 3(b), A free")
+    plt.close(fig)
+    with pytest.raises(ValueError, match="a_modes"):
+        cheng.figure3_recipe({**base, "a_modes": ["A1"]}, "cpu")
+
+
+def test_the_long_panel_b_run_has_its_own_claim():
+    from icl_core.claims import all_claims
+    claim = all_claims()["cheng.fig3b_long"]
+    assert claim.source == "cheng.figure3/long_b" and "12,000" in claim.reduced["long_b"]
+    assert config("cheng.figure3", "long_b")["steps"] == 12000

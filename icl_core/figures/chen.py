@@ -151,17 +151,23 @@ def depth_grid(depths, err_by_heads: dict, ridge: float, avg_weights: dict, prob
 def paper_pieces(pieces: dict, what: str = "paper-scale encoders, L = 4", where: str = "GPU"):
     """Encoders trained in pieces (:mod:`icl_core.long_runs`): training loss (1,000-step
     means) with a grey line where each piece resumed, on the ``where`` machine kind. ``pieces``:
-    heads -> :func:`long_runs.load_state`; ``what`` titles the panel."""
+    heads (or a label) -> :func:`long_runs.load_state`; ``what`` titles the panel."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    name = {h: f"h = {h}" if isinstance(h, int) else str(h) for h in pieces}
     for h, st in pieces.items():
         loss = st["losses"][:, 0]
         k = len(loss) // 1000 * 1000
-        ax.semilogy(np.arange(k // 1000) * 1000 + 500, loss[:k].reshape(-1, 1000).mean(1), label=f"h = {h}")
+        ax.semilogy(np.arange(k // 1000) * 1000 + 500, loss[:k].reshape(-1, 1000).mean(1), label=name[h])
         for p in st["progress"]["pieces"][1:]:
             ax.axvline(p["from_step"], color="0.8", lw=0.8)
     ax.set_xlabel(f"training step (grey: where a {where} piece resumed)"); ax.set_ylabel("training loss (1,000-step means)")
-    steps = ", ".join(f"{st['step']:,} (h = {h})" for h, st in pieces.items())
-    total = next(iter(pieces.values()))["progress"]["pieces"][-1]["steps_total"]
-    ax.set_title(f"{what}: {steps} of {total:,} steps", fontsize=9)
+    totals = {st["progress"]["pieces"][-1]["steps_total"] for st in pieces.values()}
+    if len(totals) == 1:
+        steps = ", ".join(f"{st['step']:,} ({name[h]})" for h, st in pieces.items())
+        ax.set_title(f"{what}: {steps} of {totals.pop():,} steps", fontsize=9)
+    else:
+        steps = ", ".join(f"{st['step']:,} of {st['progress']['pieces'][-1]['steps_total']:,} ({name[h]})"
+                          for h, st in pieces.items())
+        ax.set_title(f"{what}: steps {steps}", fontsize=9)
     ax.legend(); fig.tight_layout()
     return fig

@@ -90,7 +90,7 @@ def figure3(result: Result, label: str = "", mode: str | None = None):
     a3, pairs = result.arrays, [tuple(p) for p in result.config["pairs"]]
     if mode not in (None, "A0", "Afree"):
         raise ValueError(f"mode must be None, 'A0' or 'Afree', got {mode!r}")
-    modes = [mode] if mode else ["A0", "Afree"]
+    modes = [mode] if mode else list(result.config.get("a_modes", ["A0", "Afree"]))
     if len(pairs) <= 3:
         cells = [[(k, act, m) for k, act in pairs] for m in modes]
     else:
@@ -113,6 +113,10 @@ def figure3(result: Result, label: str = "", mode: str | None = None):
         ax.set_xlabel("training step"); ax.set_ylabel("dist(M, I)"); ax.legend(fontsize=7)
     which = {"A0": "Figure 5 (A = 0)", "Afree": "Figure 6 (A free)"}
     whole = "Figure 3" if pairs == [("exp", "softmax")] else "Figures 3 / 5 / 6"     # Figure 3 is that pair alone
-    fig.suptitle(f"{which[mode] if mode else whole} ({label})", fontsize=10)
+    only = modes[0] if len(modes) == 1 else None
+    title = which[only] if only else whole
+    if only and whole == "Figure 3":
+        title = f"Figure 3({'a' if only == 'A0' else 'b'}), {'A = 0' if only == 'A0' else 'A free'}"
+    fig.suptitle(f"{title} ({label})", fontsize=10)
     fig.tight_layout()
     return fig

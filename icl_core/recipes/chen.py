@@ -321,6 +321,9 @@ def _piece_names(h):
 # lr 1e-3 decaying to 5e-5) stayed on it; this one keeps the learning rate constant (clipped at
 # global norm 1, as mid) and is otherwise the paper's piece setting at width 64
 PROBE_PIECES = dict(PAPER_PIECES, d_model=64, lr=1e-3, grad_clip=1.0, steps=100000)
+# the same at the paper's learning rate 1e-4: the width-256 GPU models (Adam 1e-4) left the plateau by
+# ~60k steps where the width-64 probe at 1e-3 did not by 94k; this one changes only the rate back
+PROBE_LR_PIECES = dict(PROBE_PIECES, lr=1e-4, steps=320000)
 for _h in (1, 4):
     for _name, _cfg, _what in (
             (f"paper-h{_h}-L4", PAPER_PIECES,
@@ -328,7 +331,10 @@ for _h in (1, 4):
              "320k steps, sigma=0.1), trained in pieces"),
             (f"probe-h{_h}-L4-w64", PROBE_PIECES,
              f"CPU probe: the Fig. 1 encoder (h={_h}, L=4) at width 64, Adam 1e-3 constant, clipped at 1, batch 64, "
-             "sigma=0.1: does a constant learning rate leave the ridge plateau?")):
+             "sigma=0.1: does a constant learning rate leave the ridge plateau?"),
+            (f"probe-h{_h}-L4-w64-lr1e-4", PROBE_LR_PIECES,
+             f"CPU probe: the Fig. 1 encoder (h={_h}, L=4) at width 64 and the paper's Adam 1e-4 constant, clipped at "
+             "1, batch 64, sigma=0.1: is it the width or the learning rate that keeps width 64 on the ridge plateau?")):
         register_long_run(LongRun(f"chen.train.{_name}", dict(_cfg), _piece_build(_h), _piece_evaluate(_h),
                                   _piece_names(_h), description=_what))
 

@@ -99,22 +99,22 @@ def _piece(cfg, name: str, compute, extra_keys: tuple = ()) -> dict:
     folder = cfg.get("checkpoint_dir")
     settings = {k: cfg.get(k, _PIECE_DEFAULTS.get(k)) for k in _PIECE_KEYS + tuple(extra_keys)}
     path = Path(folder) / name if folder else None
+    state = _state(cfg, name)
     previous, seconds = None, 0.0
     if path is not None and path.exists():
         saved = json.loads(path.read_text())
         saved["settings"] = {**_PIECE_DEFAULTS, **saved["settings"]}
         if saved["settings"] == settings:
             return {k: v for k, v in saved.items() if k not in ("settings", "seconds")}
-        state = _state(cfg, name)
         if not ({**saved["settings"], "steps": settings["steps"]} == settings
                 and saved["settings"]["steps"] < settings["steps"] and state and Path(state).exists()):
             raise ValueError(f"{path} was trained with other settings ({saved['settings']}, now {settings}): "
                              "pass another checkpoint_dir or remove it (only a piece that kept its training "
                              "state, keep_state, is trained on to more steps)")
         previous, seconds = {k: v for k, v in saved.items() if k not in ("settings", "seconds")}, saved["seconds"]
-    elif _state(cfg, name) and Path(_state(cfg, name)).exists():
-        Path(_state(cfg, name)).unlink()     # a state without its piece (an interrupted run): start over, since
-        #                                      the trace of the steps before it is not in the state
+    elif state and Path(state).exists():
+        Path(state).unlink()     # a state without its piece (an interrupted run): start over, since
+        #                          the trace of the steps before it is not in the state
     t0 = time.perf_counter()
     value = compute(previous)
     if path is not None:
@@ -261,6 +261,10 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # Figure 3 itself (exp data, softmax) at 4x mid's batch and 2.5x its steps
     bigbatch=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=[["exp", "softmax"]], n=30, depth=3,
                   trace_every=100, checkpoint_dir="results/cheng.figure3/bigbatch/pieces"),
+    # Figure 3(b) alone (A free), bigbatch's training carried on: its distances were still falling at 5,000
+    # steps; pieces keep their state, so a later run with more steps trains on from this one
+    long_b=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 12000}, pairs=[["exp", "softmax"]], n=30, depth=3,
+                trace_every=100, a_modes=["Afree"], checkpoint_dir="results/cheng.figure3/long_b/pieces"),
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
@@ -270,6 +274,9 @@ def figure3_recipe(cfg, device) -> Result:
     Sigma^{1/2} B_l^T C_l Sigma^{1/2} for every layer and of A_0, A_1 (A of the last layer has no
     effect on the output). Each traced run is a piece of ``checkpoint_dir`` when one is given."""
     arrays, metrics = {}, {}
+    bad = [m for m in cfg.get("a_modes", []) if m not in ("A0", "Afree")]
+    if bad or cfg.get("a_modes") == []:
+        raise ValueError(f"a_modes must be a non-empty list of 'A0' (A fixed at 0) and 'Afree', got {cfg['a_modes']!r}")
     for kernel, act in cfg["pairs"]:
         task = GPTask(5, kernel, seed=cfg["seed"])
         S = task.sqrt_sigma.float()
@@ -283,7 +290,7 @@ def figure3_recipe(cfg, device) -> Result:
                     row += [dist_to_identity(m.A[l, 0]) for l in range(m.A.shape[0] - 1)]
                 out.append(row)
             return out
-        for fix_A in (True, False):
+        for fix_A in [mode == "A0" for mode in cfg.get("a_modes", ["A0", "Afree"])]:
             key = f"{kernel}_{act}_{'A0' if fix_A else 'Afree'}"
 
             name = f"t3-{key}-n{cfg['n']}-L{cfg['depth']}.json"
@@ -769,6 +776,10 @@ for _panel, _mode in (("a", "A0"), ("b", "Afree")):      # each panel is one run
                      {"bigbatch": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", "5,000")
                                   + "; exp data, softmax (the paper: batch 30,000 resampled every 10 steps, trained to "
                                     "convergence)"}, where=f"Fig. 3{_panel}", mode=_mode, panel=_panel)
+_declare_figure3("long_b_", "_long", "cheng.figure3/long_b",
+                 {"long_b": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", "12,000")
+                            + "; Fig. 3(b) alone: exp data, softmax, A free (the paper: batch 30,000 resampled every "
+                              "10 steps, trained to convergence)"}, where="Fig. 3b", mode="Afree", panel="b")
 _ccs("fig4", "experiments", "Fig. 4c",
      "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
      lambda v: Check(v["fig4_composite_two_minus_best_single"] < 0,
