@@ -1,5 +1,7 @@
 """Cheng et al. Figure 1: the matched activation best on panels (a), (b), and softmax below exp
 on exp data for n in {6, ..., 14} (Fig. 1c), each decided against the seed spread."""
+import json
+
 import matplotlib
 import numpy as np
 import pytest
@@ -141,3 +143,23 @@ def test_softmax_minus_exp_reads_each_n_with_its_seed_spread():
     gaps = cheng.softmax_minus_exp(r)
     assert gaps[6][0] == pytest.approx(0.2) and gaps[6][1] == pytest.approx(0.1 / np.sqrt(3))
     assert gaps[8] == pytest.approx((-0.1, 0.0))
+
+
+def test_steps_by_kernel_trains_that_panel_longer_and_names_a_bad_entry(tmp_path):
+    cfg = {**config("cheng.figure1", "long_ab"), "seeds": 2, "batch_size": 8, "steps": 3, "test_prompts": 20,
+           "ns": [2], "activations": ["linear"], "steps_by_kernel": {"linear": 5},
+           "checkpoint_dir": str(tmp_path / "pieces")}
+    cheng.figure1_recipe(cfg, "cpu")
+    steps = {p.name: json.loads(p.read_text())["settings"]["steps"] for p in (tmp_path / "pieces").glob("t1-*.json")}
+    assert steps == {"t1-linear-linear-n2-L3.json": 5, "t1-relu-linear-n2-L3.json": 3}
+    # one kernel at a time (two processes may share the folder); the longer entry of the other is ignored
+    cheng.figure1_recipe({**cfg, "kernels": ["relu"]}, "cpu")
+    for bad in ({"linear": 0}, {"sine": 5}):
+        with pytest.raises(ValueError, match="steps_by_kernel"):
+            cheng.figure1_recipe({**cfg, "steps_by_kernel": bad}, "cpu")
+
+
+def test_the_long_panels_a_b_run_has_its_own_claim():
+    claim = all_claims()["cheng.fig1_match_long"]
+    assert claim.source == "cheng.figure1/long_ab" and "6 seeds" in claim.reduced["long_ab"]
+    assert config("cheng.figure1", "long_ab")["seeds"] == 6
