@@ -134,3 +134,23 @@ def test_the_cpu_probes_keep_a_constant_clipped_learning_rate_and_refuse_another
     assert first["to_step"] == 6 and load_state(folder)["step"] == 6
     with pytest.raises(ValueError, match="grad_clip"):        # the clip is part of what a piece must share
         continue_run("chen.train.probe-h1-L4-w64", 60, device="cpu", folder=folder, **dict(TINY, grad_clip=0.5))
+
+
+def test_the_pieces_figure_labels_runs_by_heads_or_by_name():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from icl_core.figures.chen import paper_pieces
+
+    def state(steps, total):
+        pieces = [{"from_step": 0, "steps_total": total}, {"from_step": steps // 2, "steps_total": total}]
+        return {"losses": torch.linspace(2, 1, steps)[:, None], "step": steps, "progress": {"pieces": pieces}}
+    fig = paper_pieces({1: state(3000, 9000), 4: state(2000, 9000)})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h = 1", "h = 4"]
+    assert ax.get_title().endswith("3,000 (h = 1), 2,000 (h = 4) of 9,000 steps")
+    fig = paper_pieces({"h = 4, Adam 1e-3": state(3000, 9000), "h = 4, Adam 1e-4": state(2000, 6000)}, where="CPU")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h = 4, Adam 1e-3", "h = 4, Adam 1e-4"]
+    assert "3,000 of 9,000 (h = 4, Adam 1e-3), 2,000 of 6,000 (h = 4, Adam 1e-4)" in ax.get_title()
+    plt.close("all")
