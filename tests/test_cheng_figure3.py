@@ -163,5 +163,5 @@ def test_a_modes_trains_only_the_named_panels_and_names_a_bad_one(tmp_path):
 def test_the_long_panel_b_run_has_its_own_claim():
     from icl_core.claims import all_claims
     claim = all_claims()["cheng.fig3b_long"]
-    assert claim.source == "cheng.figure3/long_b" and "12,000" in claim.reduced["long_b"]
-    assert config("cheng.figure3", "long_b")["steps"] == 12000
+    assert claim.source == "cheng.figure3/long_b" and "14,000" in claim.reduced["long_b"]
+    assert config("cheng.figure3", "long_b")["steps"] == 14000

@@ -275,7 +275,7 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
                   trace_every=100, checkpoint_dir="results/cheng.figure3/bigbatch/pieces"),
     # Figure 3(b) alone (A free), bigbatch's training carried on: its distances were still falling at 5,000
     # steps; pieces keep their state, so a later run with more steps trains on from this one
-    long_b=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 12000}, pairs=[["exp", "softmax"]], n=30, depth=3,
+    long_b=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 14000}, pairs=[["exp", "softmax"]], n=30, depth=3,
                 trace_every=100, a_modes=["Afree"], checkpoint_dir="results/cheng.figure3/long_b/pieces"),
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
@@ -792,7 +792,7 @@ for _panel, _mode in (("a", "A0"), ("b", "Afree")):      # each panel is one run
                                   + "; exp data, softmax (the paper: batch 30,000 resampled every 10 steps, trained to "
                                     "convergence)"}, where=f"Fig. 3{_panel}", mode=_mode, panel=_panel)
 _declare_figure3("long_b_", "_long", "cheng.figure3/long_b",
-                 {"long_b": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", "12,000")
+                 {"long_b": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", "14,000")
                             + "; Fig. 3(b) alone: exp data, softmax, A free (the paper: batch 30,000 resampled every "
                               "10 steps, trained to convergence)"}, where="Fig. 3b", mode="Afree", panel="b")
 _ccs("fig4", "experiments", "Fig. 4c",
