@@ -286,9 +286,9 @@ def figure3_recipe(cfg, device) -> Result:
     Sigma^{1/2} B_l^T C_l Sigma^{1/2} for every layer and of A_0, A_1 (A of the last layer has no
     effect on the output). Each traced run is a piece of ``checkpoint_dir`` when one is given."""
     arrays, metrics = {}, {}
-    bad = [m for m in cfg.get("a_modes", []) if m not in ("A0", "Afree")]
-    if bad or cfg.get("a_modes") == []:
-        raise ValueError(f"a_modes must be a non-empty list of 'A0' (A fixed at 0) and 'Afree', got {cfg['a_modes']!r}")
+    modes = cfg.get("a_modes", ["A0", "Afree"])
+    if not modes or set(modes) - {"A0", "Afree"}:
+        raise ValueError(f"a_modes must be a non-empty list of 'A0' (A fixed at 0) and 'Afree', got {modes!r}")
     for kernel, act in cfg["pairs"]:
         task = GPTask(5, kernel, seed=cfg["seed"])
         S = task.sqrt_sigma.float()
@@ -302,7 +302,7 @@ def figure3_recipe(cfg, device) -> Result:
                     row += [dist_to_identity(m.A[l, 0]) for l in range(m.A.shape[0] - 1)]
                 out.append(row)
             return out
-        for fix_A in [mode == "A0" for mode in cfg.get("a_modes", ["A0", "Afree"])]:
+        for fix_A in [mode == "A0" for mode in modes]:
             key = f"{kernel}_{act}_{'A0' if fix_A else 'Afree'}"
 
             name = f"t3-{key}-n{cfg['n']}-L{cfg['depth']}.json"
