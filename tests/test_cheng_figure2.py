@@ -110,3 +110,23 @@ def test_figure4_claims_follow_the_runs():
     assert evaluate(claims["cheng.fig4c_mid"], ahead, "mid")["verdict"] in HOLDS
     ahead["mid_fig4_tenths"]["composite/exp L=3"] = [1.0, 0.9]     # a head behind still improving: not decided
     assert evaluate(claims["cheng.fig4c_mid"], ahead, "mid")["verdict"] == INCONCLUSIVE
+
+
+def test_the_long_composite_run_has_its_own_fig4c_claim(tmp_path):
+    claims = all_claims()
+    claim = claims["cheng.fig4c_long"]
+    assert claim.source == "cheng.figure4/long_c" and "8,000" in claim.reduced["long_c"]
+    mid = _fig4()
+    long = {k.replace("mid_", "long_c_"): v for k, v in mid.items()}
+    assert evaluate(claim, long, "long_c")["verdict"] in HOLDS
+    assert evaluate(claim, mid, "long_c")["verdict"] == VERDICTS[-1]   # it reads its own run, not mid's
+    worse = {k.replace("mid_", "long_c_"): v for k, v in _fig4(composite_gain=0.3).items()}
+    assert evaluate(claim, worse, "long_c")["verdict"] == DIFFERS
+    cfg = {**config("cheng.figure4", "long_c"), "seeds": 2, "batch_size": 8, "steps": 3, "test_prompts": 20,
+           "depths": [1], "checkpoint_dir": str(tmp_path / "pieces")}
+    r = cheng.figure4_recipe(cfg, "cpu")
+    assert sorted(p.name for p in (tmp_path / "pieces").glob("t4-*.json")) == sorted(
+        f"t4-composite-{m}-n14-L1.json" for m in ("exp", "linear", "linear+exp"))
+    assert len(list((tmp_path / "pieces").glob("t4-*.pt"))) == 3       # states kept: trained on later
+    assert set(cheng.figure4_values(r, "long_c_")["long_c_fig4_seeds"]) == {
+        f"composite/{m}" for m in ("linear", "exp", "linear+exp")}

@@ -340,6 +340,8 @@ def figure3_recipe(cfg, device) -> Result:
     ci=dict(**COMMON_CI, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3]),
     mid=dict(**COMMON_MID, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7],
              checkpoint_dir="results/cheng.figure4/mid/pieces"),
+    long_c=dict(**{**COMMON_MID, "steps": 8000}, kernels=["composite"], n=14, depths=[1, 3, 5, 7],
+                checkpoint_dir="results/cheng.figure4/long_c/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7]),
     description="Cheng et al. Fig. 4: one linear head, one exp head, or both, on linear, exp "
                 "and composite-kernel data.",
@@ -838,20 +840,26 @@ for _panel, _k in (("a", "linear"), ("b", "exp")):
                                           f"every difference resolved to within the margin (2 SE < {FIG4_AS_GOOD})")))(_k),
          setting=_SETTING, source="cheng.figure4/mid",
          reduced={"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
-_ccs("fig4c_mid", "experiments", "Fig. 4c",
-     "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
-     lambda v: Check(all(all(d < 0 for d, _ in _fig4_diffs(v, "mid_", "composite", o).values()) for o in ("linear", "exp")),
-                     "two heads minus each single head on composite data, log loss by depth: " + "; ".join(
-                         f"{o} " + ", ".join(f"L={L} {d:+.3f} (SE {se:.3f})" for L, (d, se) in
-                                             _fig4_diffs(v, "mid_", "composite", o).items()) for o in ("linear", "exp"))),
-     all_of(_panels_converged("mid_fig4_tenths", ["composite"], leaders=lambda v: [
-         f"composite/linear+exp L={L}" for L in v["mid_fig4_depths"]
-         if all(d < -2 * se for d, se in (_fig4_diffs(v, "mid_", "composite", o)[L] for o in ("linear", "exp")))]),
-            lambda v: Gate(all(abs(d) > 2 * se for o in ("linear", "exp")
-                               for d, se in _fig4_diffs(v, "mid_", "composite", o).values()),
-                           "every difference beyond the seed spread (2 standard errors)")),
-     setting=_SETTING, source="cheng.figure4/mid",
-     reduced={"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
+def _declare_fig4c(P, suffix, source, reduced):
+    """Fig. 4(c) read from the run under ``source``, whose values carry the prefix ``P``."""
+    _ccs(f"fig4c{suffix}", "experiments", "Fig. 4c",
+         "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
+         lambda v: Check(all(all(d < 0 for d, _ in _fig4_diffs(v, P, "composite", o).values()) for o in ("linear", "exp")),
+                         "two heads minus each single head on composite data, log loss by depth: " + "; ".join(
+                             f"{o} " + ", ".join(f"L={L} {d:+.3f} (SE {se:.3f})" for L, (d, se) in
+                                                 _fig4_diffs(v, P, "composite", o).items()) for o in ("linear", "exp"))),
+         all_of(_panels_converged(f"{P}fig4_tenths", ["composite"], leaders=lambda v: [
+             f"composite/linear+exp L={L}" for L in v[f"{P}fig4_depths"]
+             if all(d < -2 * se for d, se in (_fig4_diffs(v, P, "composite", o)[L] for o in ("linear", "exp")))]),
+                lambda v: Gate(all(abs(d) > 2 * se for o in ("linear", "exp")
+                                   for d, se in _fig4_diffs(v, P, "composite", o).values()),
+                               "every difference beyond the seed spread (2 standard errors)")),
+         setting=_SETTING, source=source, reduced=reduced)
+
+
+_declare_fig4c("mid_", "_mid", "cheng.figure4/mid", {"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
+_declare_fig4c("long_c_", "_long", "cheng.figure4/long_c",
+               {"long_c": _MID_BUDGET.replace("2,000", "8,000") + "; composite data only, depths 1, 3, 5, 7"})
 
 
 register_page("cheng/theory", ci=dict(prompts=2000), paper=dict(prompts=20000))   # prompts per check
