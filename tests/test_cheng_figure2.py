@@ -115,7 +115,7 @@ def test_figure4_claims_follow_the_runs():
 def test_the_long_composite_run_has_its_own_fig4c_claim(tmp_path):
     claims = all_claims()
     claim = claims["cheng.fig4c_long"]
-    assert claim.source == "cheng.figure4/long_c" and "8,000" in claim.reduced["long_c"]
+    assert claim.source == "cheng.figure4/long_c" and "10,000" in claim.reduced["long_c"]
     mid = _fig4()
     long = {k.replace("mid_", "long_c_"): v for k, v in mid.items()}
     assert evaluate(claim, long, "long_c")["verdict"] in HOLDS

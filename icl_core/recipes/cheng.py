@@ -340,7 +340,7 @@ def figure3_recipe(cfg, device) -> Result:
     ci=dict(**COMMON_CI, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3]),
     mid=dict(**COMMON_MID, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7],
              checkpoint_dir="results/cheng.figure4/mid/pieces"),
-    long_c=dict(**{**COMMON_MID, "steps": 8000}, kernels=["composite"], n=14, depths=[1, 3, 5, 7],
+    long_c=dict(**{**COMMON_MID, "steps": 10000}, kernels=["composite"], n=14, depths=[1, 3, 5, 7],
                 checkpoint_dir="results/cheng.figure4/long_c/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7]),
     description="Cheng et al. Fig. 4: one linear head, one exp head, or both, on linear, exp "
@@ -859,7 +859,7 @@ def _declare_fig4c(P, suffix, source, reduced):
 
 _declare_fig4c("mid_", "_mid", "cheng.figure4/mid", {"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
 _declare_fig4c("long_c_", "_long", "cheng.figure4/long_c",
-               {"long_c": _MID_BUDGET.replace("2,000", "8,000") + "; composite data only, depths 1, 3, 5, 7"})
+               {"long_c": _MID_BUDGET.replace("2,000", "10,000") + "; composite data only, depths 1, 3, 5, 7"})
 
 
 register_page("cheng/theory", ci=dict(prompts=2000), paper=dict(prompts=20000))   # prompts per check
