@@ -32,7 +32,7 @@ from ..tasks import GPTask
 from ..tasks.pool import PoolSampler
 from ..training import train
 from ..claims import Check, Gate, all_of, below, chapter, computed, converged, tenths, trend
-from . import register, register_page
+from . import RECIPES, register, register_page
 
 
 def dist_to_identity(M: torch.Tensor) -> float:
@@ -372,6 +372,12 @@ _MID_BUDGET = "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts every step
 
 
 _ccs = chapter("cheng", CCS)
+
+
+def _steps(recipe: str, scale: str) -> str:
+    """The registered step count of a scale, as a budget text writes it ("14,000"), so that a
+    claim's stated budget follows its config."""
+    return f"{RECIPES[recipe].configs[scale]['steps']:,}"
 
 
 def _converged_runs(prefix, frac=0.05):
@@ -794,7 +800,7 @@ for _panel, _mode in (("a", "A0"), ("b", "Afree")):      # each panel is one run
                                   + "; exp data, softmax (the paper: batch 30,000 resampled every 10 steps, trained to "
                                     "convergence)"}, where=f"Fig. 3{_panel}", mode=_mode, panel=_panel)
 _declare_figure3("long_b_", "_long", "cheng.figure3/long_b",
-                 {"long_b": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", "14,000")
+                 {"long_b": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", _steps("cheng.figure3", "long_b"))
                             + "; Fig. 3(b) alone: exp data, softmax, A free (the paper: batch 30,000 resampled every "
                               "10 steps, trained to convergence)"}, where="Fig. 3b", mode="Afree", panel="b")
 _ccs("fig4", "experiments", "Fig. 4c",
@@ -842,24 +848,29 @@ for _panel, _k in (("a", "linear"), ("b", "exp")):
          reduced={"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
 def _declare_fig4c(P, suffix, source, reduced):
     """Fig. 4(c) read from the run under ``source``, whose values carry the prefix ``P``."""
+    def diffs(v):          # {single head: {L: (mean, SE) of two heads minus it}}
+        return {o: _fig4_diffs(v, P, "composite", o) for o in ("linear", "exp")}
+
+    def leaders(v):        # depths where two heads are ahead of both, beyond the seed spread
+        dv = diffs(v)
+        return [f"composite/linear+exp L={L}" for L in v[f"{P}fig4_depths"]
+                if all(by_L[L][0] < -2 * by_L[L][1] for by_L in dv.values())]
     _ccs(f"fig4c{suffix}", "experiments", "Fig. 4c",
          "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
-         lambda v: Check(all(all(d < 0 for d, _ in _fig4_diffs(v, P, "composite", o).values()) for o in ("linear", "exp")),
+         lambda v: Check(all(d < 0 for by_L in diffs(v).values() for d, _ in by_L.values()),
                          "two heads minus each single head on composite data, log loss by depth: " + "; ".join(
-                             f"{o} " + ", ".join(f"L={L} {d:+.3f} (SE {se:.3f})" for L, (d, se) in
-                                                 _fig4_diffs(v, P, "composite", o).items()) for o in ("linear", "exp"))),
-         all_of(_panels_converged(f"{P}fig4_tenths", ["composite"], leaders=lambda v: [
-             f"composite/linear+exp L={L}" for L in v[f"{P}fig4_depths"]
-             if all(d < -2 * se for d, se in (_fig4_diffs(v, P, "composite", o)[L] for o in ("linear", "exp")))]),
-                lambda v: Gate(all(abs(d) > 2 * se for o in ("linear", "exp")
-                                   for d, se in _fig4_diffs(v, P, "composite", o).values()),
+                             f"{o} " + ", ".join(f"L={L} {d:+.3f} (SE {se:.3f})" for L, (d, se) in by_L.items())
+                             for o, by_L in diffs(v).items())),
+         all_of(_panels_converged(f"{P}fig4_tenths", ["composite"], leaders=leaders),
+                lambda v: Gate(all(abs(d) > 2 * se for by_L in diffs(v).values() for d, se in by_L.values()),
                                "every difference beyond the seed spread (2 standard errors)")),
          setting=_SETTING, source=source, reduced=reduced)
 
 
 _declare_fig4c("mid_", "_mid", "cheng.figure4/mid", {"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
 _declare_fig4c("long_c_", "_long", "cheng.figure4/long_c",
-               {"long_c": _MID_BUDGET.replace("2,000", "10,000") + "; composite data only, depths 1, 3, 5, 7"})
+               {"long_c": _MID_BUDGET.replace("2,000", _steps("cheng.figure4", "long_c"))
+                          + "; composite data only, depths 1, 3, 5, 7"})
 
 
 register_page("cheng/theory", ci=dict(prompts=2000), paper=dict(prompts=20000))   # prompts per check
