@@ -135,6 +135,25 @@ def test_a_reversal_found_again_in_an_independent_run_decides_figure_1c():
     assert evaluate(claim, moving, "bigbatch")["verdict"] == INCONCLUSIVE        # an unconverged replica counts for nothing
 
 
+def test_the_six_seed_run_decides_the_bandwidth_runs_n6_comparison_alone():
+    claim = all_claims()["cheng.fig1c_bandwidth_n6"]
+    assert claim.source == "cheng.figure1/bandwidth_n6" and claim.deviations["bandwidth_n6"]
+
+    def run(prefix, ns, n6_gap, seeds=3, spread=0.01):
+        rng = np.random.default_rng(seeds)
+        exp = [list(-0.1 * n + spread * rng.standard_normal(seeds)) for n in ns]
+        soft = [list(np.array(e) - 0.1 + (n6_gap if n == 6 else 0.0)) for e, n in zip(exp, ns)]
+        return {f"{prefix}fig1_ns": list(ns), f"{prefix}fig1_seeds": {"exp/exp": exp, "exp/softmax": soft},
+                f"{prefix}fig1_tenths": {f"exp/{a} n={n}": [1.0, 1.0] for a in ("exp", "softmax") for n in ns}}
+    base = run("bandwidth_", (6, 8, 10, 12, 14), 0.1)                 # tied at n = 6, softmax ahead elsewhere
+    assert evaluate(all_claims()["cheng.fig1c_bandwidth"], base, "bandwidth")["verdict"] == INCONCLUSIVE
+    assert evaluate(claim, {**base, **run("bandwidth_n6_", (6,), 0.0, seeds=6)}, "bandwidth_n6")["verdict"] in HOLDS
+    assert evaluate(claim, {**base, **run("bandwidth_n6_", (6,), 0.2, seeds=6)}, "bandwidth_n6")["verdict"] == DIFFERS
+    assert evaluate(claim, {**base, **run("bandwidth_n6_", (6,), 0.1, seeds=6)}, "bandwidth_n6")["verdict"] == INCONCLUSIVE
+    assert evaluate(claim, base, "bandwidth_n6")["verdict"] == VERDICTS[-1]      # without the 6-seed run: not run
+    assert len(base["bandwidth_fig1_seeds"]["exp/exp"][0]) == 3                  # the base run's records untouched
+
+
 def test_softmax_minus_exp_reads_each_n_with_its_seed_spread():
     from icl_core.results import Result
     exp = np.log(np.array([[1.0, 1.1, 0.9], [0.5, 0.5, 0.5]]))

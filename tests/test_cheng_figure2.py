@@ -22,6 +22,12 @@ def test_pieces_are_saved_and_reused_and_guard_their_settings(tmp_path, monkeypa
     np.testing.assert_array_equal(again.arrays["n6/exp/exp"], first.arrays["n6/exp/exp"])
     with pytest.raises(ValueError, match="other settings"):
         cheng.figure2_recipe({**cfg, "lr": 0.5}, "cpu")
+    from icl_core.figures import cheng as figures
+    ax = figures.seeds_at({"first": first, "again": again}, "n6/exp", 2, ("exp", "softmax")).axes[0]
+    assert len(ax.get_xticklabels()) == 2 and ax.get_ylabel() == "log test loss"
+    assert sum(len(line.get_xdata()) for line in ax.lines) == 2 * 2 * 2        # runs x activations x seeds
+    with pytest.raises(ValueError, match="depth must be one of"):
+        figures.seeds_at({"first": first}, "n6/exp", 5)
 
 
 def test_float64_stack_takes_float32_prompts():
@@ -76,6 +82,32 @@ def test_figure2_claims_are_inconclusive_within_the_seed_spread_and_differ_beyon
     assert evaluate(claims["cheng.fig2a_relu_gap_mid"], closing, "mid")["verdict"] == DIFFERS
 
 
+def test_the_long_fig2_claim_decides_mids_tie_from_the_longer_run_alone():
+    claim = all_claims()["cheng.fig2_match_long"]
+    assert claim.source == "cheng.figure2/long_a" and "8,000" in claim.reduced["long_a"]
+    mid = _values()
+    tie = mid["mid_fig2_seeds"]
+    tie["n14/relu/exp"][1] = [x - 0.3 for x in tie["n14/relu/exp"][1]]          # mid ties at n = 14, L = 2
+    assert evaluate(all_claims()["cheng.fig2_match_mid"], mid, "mid")["verdict"] == INCONCLUSIVE
+
+    def long(relu, exp, tenths=(1.0, 1.0)):
+        rng = np.random.default_rng(2)
+        return {"long_a_fig2_depths": [2], "long_a_fig2_bayes": {"n14/relu": -1.6},
+                "long_a_fig2_seeds": {"n14/relu/relu": [list(relu + 0.01 * rng.standard_normal(6))],
+                                      "n14/relu/exp": [list(exp + 0.01 * rng.standard_normal(6))]},
+                "long_a_fig2_tenths": {"n14/relu/relu L=2": list(tenths), "n14/relu/exp L=2": [1.0, 1.0]}}
+    before = {k: [list(x) for x in v] for k, v in tie.items()}
+    assert evaluate(claim, {**mid, **long(-1.0, -0.7)}, "long_a")["verdict"] in HOLDS
+    assert evaluate(claim, {**mid, **long(-0.7, -1.0)}, "long_a")["verdict"] == DIFFERS
+    assert evaluate(claim, {**mid, **long(-1.0, -0.7, tenths=(1.0, 0.8))}, "long_a")["verdict"] == INCONCLUSIVE
+    assert evaluate(claim, mid, "long_a")["verdict"] == VERDICTS[-1]         # without the long run: not run
+    assert mid["mid_fig2_seeds"] == before                                   # mid's records are left as they were
+    # the long run's records take the place of mid's at that setting only: a mid tie elsewhere stays a tie
+    other = _values()
+    other["mid_fig2_seeds"]["n6/relu/exp"][3] = list(np.array(other["mid_fig2_seeds"]["n6/relu/exp"][3]) - 0.3)
+    assert evaluate(claim, {**other, **long(-1.0, -0.7)}, "long_a")["verdict"] == INCONCLUSIVE
+
+
 def _fig4(shift_two=0.0, spread=0.01, composite_gain=-0.2):
     rng = np.random.default_rng(1)
     seeds = lambda mean: [list(mean + spread * rng.standard_normal(3)) for _ in range(4)]
@@ -115,7 +147,7 @@ def test_figure4_claims_follow_the_runs():
 def test_the_long_composite_run_has_its_own_fig4c_claim(tmp_path):
     claims = all_claims()
     claim = claims["cheng.fig4c_long"]
-    assert claim.source == "cheng.figure4/long_c" and "10,000" in claim.reduced["long_c"]
+    assert claim.source == "cheng.figure4/long_c" and "14,000" in claim.reduced["long_c"]
     mid = _fig4()
     long = {k.replace("mid_", "long_c_"): v for k, v in mid.items()}
     assert evaluate(claim, long, "long_c")["verdict"] in HOLDS

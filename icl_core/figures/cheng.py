@@ -60,6 +60,34 @@ def figure2(result: Result, label: str = ""):
     return fig
 
 
+def seeds_at(runs: dict, panel: str, depth: int, activations=("relu", "exp")):
+    """One setting of ``cheng.figure2`` in several runs, seed by seed: the log test loss of
+    each seed (dots) and their mean (bar) per run and activation. ``runs``: ``{label: Result}``;
+    ``panel``: "n14/relu" and the like; ``depth`` must be among each run's depths. Shows what a
+    mean hides: seeds left on a plateau."""
+    if not runs:
+        raise ValueError("runs must hold at least one {label: Result}")
+    fig, ax = plt.subplots(figsize=(min(2.2 + 1.8 * len(runs), MAX_WIDTH_IN), 3.4))
+    for i, (label, r) in enumerate(runs.items()):
+        depths = [int(L) for L in r.arrays["depths"]]
+        if depth not in depths:
+            raise ValueError(f"depth must be one of run {label!r}'s depths {depths}, got {depth}")
+        for j, act in enumerate(activations):
+            logs = np.asarray(r.arrays[f"{panel}/{act}"][depths.index(depth)])
+            x = i + (j - (len(activations) - 1) / 2) * 0.25
+            ax.plot(np.full(len(logs), x), logs, "o", ms=5, alpha=0.75, color=COLORS[act],
+                    label=f"h = {act}" if i == 0 else None)
+            ax.hlines(logs.mean(), x - 0.1, x + 0.1, color=COLORS[act], lw=2)
+    ax.set_xticks(range(len(runs)), [f"{k}\n({r.config['seeds']} seeds, {r.config['steps']:,} steps)"
+                                     for k, r in runs.items()], fontsize=8)
+    ax.set_xlim(-0.6, len(runs) - 0.4)
+    n, kernel = panel.split("/")
+    ax.set_title(f"{kernel}-kernel GP, n = {n[1:]}, L = {depth}: each seed (dots) and the mean (bar)", fontsize=9)
+    ax.set_ylabel("log test loss"); ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def depth_sweep(result: Result, label: str = "", models=None):
     """``cheng.figure4`` (one or two heads): log test loss against the number of layers, one
     panel per data kernel, the Bayes predictor dashed."""

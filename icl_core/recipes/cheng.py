@@ -183,12 +183,17 @@ COMMON_PAPER = dict(seeds=3, batch_size=30000, pool=10, steps=20000, lr=0.01, te
     # under the authors' code's two other choices: exp(<u, w>/2) labels (n = 6-14), softmax divided by n (n = 6)
     bandwidth=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
                    ns=[6, 8, 10, 12, 14], depth=3, exp_beta=0.5, checkpoint_dir="results/cheng.figure1/bandwidth/pieces"),
+    # bandwidth's n = 6 comparison (tied within 3 seeds) with 6 seeds
+    bandwidth_n6=dict(**{**COMMON_MID, "batch_size": 2048, "seeds": 6}, kernels=["exp"], activations=["exp", "softmax"],
+                      ns=[6], depth=3, exp_beta=0.5, checkpoint_dir="results/cheng.figure1/bandwidth_n6/pieces"),
     softmax_n=dict(**{**COMMON_MID, "batch_size": 2048}, kernels=["exp"], activations=["exp", "softmax"],
                    ns=[6], depth=3, softmax_over_n=True, checkpoint_dir="results/cheng.figure1/softmax_n/pieces"),
-    # Fig. 1 (a, b) to a deciding budget: 6 seeds (mid's ties at n = 2 and 4 were within 3 seeds' spread) and
-    # linear data 4x longer (its runs were still moving at 2,000 steps; relu data had converged)
-    long_ab=dict(**{**COMMON_MID, "seeds": 6}, kernels=["linear", "relu"], activations=["linear", "relu", "exp"],
-                 ns=[2, 4, 6, 8, 10, 12, 14], depth=3, steps_by_kernel={"linear": 8000},
+    # Fig. 1 (a, b) to a deciding budget: 6 seeds (mid's ties at n = 2 and 4 were within 3 seeds' spread),
+    # linear data 5x longer (its runs were still moving at 2,000 and at 8,000 steps), relu data 2x (at 2,000
+    # steps one of six relu seeds at n = 8 trailed the rest)
+    long_ab=dict(**{**COMMON_MID, "seeds": 6, "steps": 4000}, kernels=["linear", "relu"],
+                 activations=["linear", "relu", "exp"], ns=[2, 4, 6, 8, 10, 12, 14], depth=3,
+                 steps_by_kernel={"linear": 10000},
                  checkpoint_dir="results/cheng.figure1/long_ab/pieces"),
     description="Cheng et al. Fig. 1: log test loss against n for each data kernel and "
                 "activation (3 layers), with the Bayes predictor.",
@@ -229,6 +234,10 @@ def figure1_recipe(cfg, device) -> Result:
             depths=[1, 2, 4]),
     mid=dict(**COMMON_MID, kernels=["relu", "exp"], activations=["relu", "exp", "softmax"], ns=[14, 6],
              depths=[1, 2, 3, 4, 5, 6, 7, 8], checkpoint_dir="results/cheng.figure2/mid/pieces"),
+    # the one comparison mid left tied (panel (a), L = 2: two of relu's three seeds sat at the one-layer loss),
+    # with 6 seeds and 4x mid's steps, states kept
+    long_a=dict(**{**COMMON_MID, "seeds": 6, "steps": 8000}, kernels=["relu"], activations=["relu", "exp"], ns=[14],
+                depths=[2], checkpoint_dir="results/cheng.figure2/long_a/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["relu", "exp"], activations=["relu", "exp", "softmax"], ns=[14, 6],
                depths=[1, 2, 3, 4, 5, 6, 7, 8]),
     description="Cheng et al. Fig. 2: log test loss against depth for relu and exp data, n = 14 and 6.",
@@ -340,7 +349,7 @@ def figure3_recipe(cfg, device) -> Result:
     ci=dict(**COMMON_CI, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3]),
     mid=dict(**COMMON_MID, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7],
              checkpoint_dir="results/cheng.figure4/mid/pieces"),
-    long_c=dict(**{**COMMON_MID, "steps": 10000}, kernels=["composite"], n=14, depths=[1, 3, 5, 7],
+    long_c=dict(**{**COMMON_MID, "steps": 14000}, kernels=["composite"], n=14, depths=[1, 3, 5, 7],
                 checkpoint_dir="results/cheng.figure4/long_c/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7]),
     description="Cheng et al. Fig. 4: one linear head, one exp head, or both, on linear, exp "
@@ -374,10 +383,12 @@ _MID_BUDGET = "2,000 Adam steps (lr 3e-3) at batch 256, fresh prompts every step
 _ccs = chapter("cheng", CCS)
 
 
-def _steps(recipe: str, scale: str) -> str:
-    """The registered step count of a scale, as a budget text writes it ("14,000"), so that a
-    claim's stated budget follows its config."""
-    return f"{RECIPES[recipe].configs[scale]['steps']:,}"
+def _steps(recipe: str, scale: str, kernel: str | None = None) -> str:
+    """The registered step count of a scale (of its ``kernel`` data, where ``steps_by_kernel``
+    sets one), as a budget text writes it ("14,000"), so that a claim's stated budget follows
+    its config."""
+    cfg = RECIPES[recipe].configs[scale]
+    return f"{cfg.get('steps_by_kernel', {}).get(kernel, cfg['steps']):,}"
 
 
 def _converged_runs(prefix, frac=0.05):
@@ -432,6 +443,30 @@ _ccs("thm45_46", "theory", "Thms. 4.5, 4.6",
                      f"gradient / gradient at a random point: "
                      f"{max(v['stationary_grad_ratio_A0'], v['stationary_grad_ratio_AaI']):.1e}"),
      computed("stationary_grad_ratio_A0", "stationary_grad_ratio_AaI"), ci_holds=True)
+
+def overlay(fig: str, axis: str, base: str, over: str, into: str):
+    """A view of the claim values: one figure's records (``fig``: "fig1", "fig2") under prefix
+    ``base``, with every (panel, activation, x) that the run under prefix ``over`` trained taken
+    from that run instead (its seeds and training tenths), stored under prefix ``into``.
+    ``axis``: "ns" (Figure 1) or "depths" (Figure 2). The number of seeds may then differ
+    between x values. A missing run raises KeyError (the claim is then *not run*); an x of
+    ``over`` that ``base`` lacks raises ValueError."""
+    mark = {"ns": "n", "depths": "L"}[axis]
+
+    def view(v):
+        xs = list(v[f"{base}{fig}_{axis}"])
+        out = {into + k[len(base):]: x for k, x in v.items() if k.startswith(f"{base}{fig}_")}
+        seeds = {k: list(x) for k, x in v[f"{base}{fig}_seeds"].items()}
+        tenths = dict(v[f"{base}{fig}_tenths"])
+        for key, by_x in v[f"{over}{fig}_seeds"].items():
+            for x, s in zip(v[f"{over}{fig}_{axis}"], by_x):
+                if x not in xs:
+                    raise ValueError(f"{over}{fig}_{axis} holds {mark} = {x}, which {base}{fig}_{axis} {xs} lacks")
+                seeds[key][xs.index(x)] = s
+                tenths[f"{key} {mark}={x}"] = v[f"{over}{fig}_tenths"][f"{key} {mark}={x}"]
+        return {**v, **out, f"{into}{fig}_seeds": seeds, f"{into}{fig}_tenths": tenths}
+    return view
+
 
 def figure1_values(result: Result, prefix: str = "") -> dict:
     """The values Figure 1's claims read, from a ``cheng.figure1`` result: per data kernel and
@@ -516,9 +551,12 @@ def _declare_fig1_match(P: str, suffix: str, **common):
                 _fig1_decided(match)), **common)
 
 
-def _declare_fig1c(P: str, suffix: str, reference: tuple = (), **common):
+def _declare_fig1c(P: str, suffix: str, reference: tuple = (), view=None, **common):
     """Figure 1(c): softmax beats exp on exp data at n = 6, ..., 14. ``reference``: (prefix,
-    words) of an independent run whose converged reversals count as replications (:func:`_ordered`)."""
+    words) of an independent run whose converged reversals count as replications (:func:`_ordered`);
+    ``view``: the records as the claim reads them (default: as recorded; see :func:`overlay`)."""
+    view = view or (lambda v: v)
+
     def soft(v, p=P):
         return {"exp": _lower(v[f"{p}fig1_seeds"], v[f"{p}fig1_ns"], "exp/softmax", ["exp/exp"],
                               at_least=min(FIG1C_NS))}
@@ -532,14 +570,17 @@ def _declare_fig1c(P: str, suffix: str, reference: tuple = (), **common):
                 f"{reference[0]}fig1_tenths", ["exp"], acts=("exp", "softmax"))(v).ok:
             again = [f"exp data n={n}" for n, st in soft(v, reference[0])["exp"].items() if "reversed" in st]
         return _ordered({"exp data": soft(v)["exp"]}, "n", again, reference[1] if reference else "")
+
+    def check(v):
+        return Check(all(st == ["holds"] for st in soft(v)["exp"].values()),
+                     "softmax below exp on exp data, beyond the seed spread: "
+                     + ", ".join(f"n={n} {st[0]}" for n, st in soft(v)["exp"].items())
+                     + " | " + _fig1_words(v, P, "exp", ("exp", "softmax")))
+    gate = all_of(_panels_converged(f"{P}fig1_tenths", ["exp"], acts=("exp", "softmax"), leaders=lambda v: [
+        f"exp/softmax n={n}" for n, st in soft(v)["exp"].items() if st == ["holds"]]), soft_gate)
     _ccs("fig1c" + suffix, "experiments", "Fig. 1c",
          "From Figure 1(c): for L = 3, h~softmax is more accurate than h~exp on K^exp data for n in {6, 8, 10, 12, 14}",
-         lambda v: Check(all(st == ["holds"] for st in soft(v)["exp"].values()),
-                         "softmax below exp on exp data, beyond the seed spread: "
-                         + ", ".join(f"n={n} {st[0]}" for n, st in soft(v)["exp"].items())
-                         + " | " + _fig1_words(v, P, "exp", ("exp", "softmax"))),
-         all_of(_panels_converged(f"{P}fig1_tenths", ["exp"], acts=("exp", "softmax"), leaders=lambda v: [
-             f"exp/softmax n={n}" for n, st in soft(v)["exp"].items() if st == ["holds"]]), soft_gate), **common)
+         lambda v: check(view(v)), lambda v: gate(view(v)), **common)
 
 
 _FIG1_MID = " (the paper: batch 30,000 resampled every 10 steps, trained to convergence)"
@@ -552,13 +593,24 @@ _declare_fig1c("bigbatch_", "_bigbatch", reference=("seed1_", "the bigbatch_seed
                reduced={"bigbatch": _MID_BUDGET.replace("batch 256", "batch 2,048") + "; exp data, exp and softmax "
                                     "only" + _FIG1_MID})
 _declare_fig1_match("long_ab_", "_long", setting=_SETTING, source="cheng.figure1/long_ab",
-                    reduced={"long_ab": _MID_BUDGET.replace("2,000", "2,000 (relu data) and 8,000 (linear data)")
+                    reduced={"long_ab": _MID_BUDGET.replace("2,000", f"{_steps('cheng.figure1', 'long_ab', 'relu')} (relu "
+                                                                     f"data) and {_steps('cheng.figure1', 'long_ab', 'linear')}"
+                                                                     " (linear data)")
                                         + ", 6 seeds" + _FIG1_MID})
 _declare_fig1c("bandwidth_", "_bandwidth", setting=_SETTING, source="cheng.figure1/bandwidth",
                reduced={"bandwidth": _MID_BUDGET.replace("batch 256", "batch 2,048") + "; exp data, exp and softmax "
                                      "only" + _FIG1_MID},
                deviations={"bandwidth": "labels from exp(<u, w>/2), the kernel of the authors' code, instead of eq. 11's "
                                         "exp(<u, w>)"})
+# the same, with the n = 6 comparison (tied in bandwidth's 3 seeds) taken from bandwidth_n6's 6 seeds
+_declare_fig1c("bandwidth_n6_over_", "_bandwidth_n6", view=overlay("fig1", "ns", "bandwidth_", "bandwidth_n6_",
+                                                                   "bandwidth_n6_over_"),
+               setting=_SETTING, source="cheng.figure1/bandwidth_n6",
+               reduced={"bandwidth_n6": _MID_BUDGET.replace("batch 256", "batch 2,048") + "; exp data, exp and softmax "
+                                        "only; n = 6 from `bandwidth_n6` (6 seeds), n = 8-14 from `bandwidth` (3 seeds)"
+                                        + _FIG1_MID},
+               deviations={"bandwidth_n6": "labels from exp(<u, w>/2), the kernel of the authors' code, instead of "
+                                           "eq. 11's exp(<u, w>)"})
 
 
 def figure2_values(result: Result, prefix: str = "") -> dict:
@@ -643,23 +695,35 @@ def _fig2_decided(P, pairs):
     return gate
 
 
-def _declare_figure2(P: str, suffix: str, source, reduced: dict):
-    """Figure 2's claims, once for the live run and once for the committed mid run."""
+def _declare_fig2_match(P: str, suffix: str, view=None, **common):
+    """Figure 2's matched-activation claim on the records under prefix ``P``, as ``view(values)``
+    shows them (default: as recorded)."""
+    view = view or (lambda v: v)
     conv = converged(f"{P}fig2_tenths", 0.05)
-    common = dict(setting=_SETTING, source=source, reduced=reduced)
     match = lambda v: {panel: _fig2_lower(v, P, panel, k, ["exp" if k == "relu" else "relu"])
                        for panel, k in (("n14/relu", "relu"), ("n6/relu", "relu"), ("n6/exp", "exp"))}
+
+    def check(v):
+        v = view(v)
+        return Check(all(st == ["holds"] for by_L in match(v).values() for st in by_L.values()),
+                     "matched activation below the other non-softmax one at every depth, beyond the seed spread: "
+                     + "; ".join(f"{panel} {[L for L, st in by_L.items() if st != ['holds']] or 'all'}"
+                                 f"{' fail' if any(st != ['holds'] for st in by_L.values()) else ''}"
+                                 for panel, by_L in match(v).items())
+                     + " | " + " | ".join(_fig2_words(v, P, p, ("relu", "exp")) for p in ("n14/relu", "n6/relu", "n6/exp")))
+    gate = all_of(conv, _fig2_decided(P, match))
     _ccs("fig2_match" + suffix, "experiments", "Fig. 2 (a, c, d)",
          "Ignoring h~softmax, the best prediction error is achieved when the attention activation h~ matches "
          "distribution K. From Figures 1(a), 1(b), 2(a), 2(c), 2(d): the best accuracy is obtained when the attention "
          "activation h~ matches K",
-         lambda v: Check(all(st == ["holds"] for by_L in match(v).values() for st in by_L.values()),
-                         "matched activation below the other non-softmax one at every depth, beyond the seed spread: "
-                         + "; ".join(f"{panel} {[L for L, st in by_L.items() if st != ['holds']] or 'all'}"
-                                     f"{' fail' if any(st != ['holds'] for st in by_L.values()) else ''}"
-                                     for panel, by_L in match(v).items())
-                         + " | " + " | ".join(_fig2_words(v, P, p, ("relu", "exp")) for p in ("n14/relu", "n6/relu", "n6/exp"))),
-         all_of(conv, _fig2_decided(P, match)), **common)
+         check, lambda v: gate(view(v)), **common)
+
+
+def _declare_figure2(P: str, suffix: str, source, reduced: dict):
+    """Figure 2's claims, once for the live run and once for the committed mid run."""
+    conv = converged(f"{P}fig2_tenths", 0.05)
+    common = dict(setting=_SETTING, source=source, reduced=reduced)
+    _declare_fig2_match(P, suffix, **common)
 
     def gaps(v):
         seeds = v[f"{P}fig2_seeds"]
@@ -722,6 +786,12 @@ def _declare_figure2(P: str, suffix: str, source, reduced: dict):
 _declare_figure2("", "", None, {"ci": _CI_BUDGET + "; depths 1, 2, 4 (the paper: 1-8)"})
 _declare_figure2("mid_", "_mid", "cheng.figure2/mid",
                  {"mid": _MID_BUDGET + " (the paper: batch 30,000 resampled every 10 steps, trained to convergence)"})
+# mid's comparisons, with the one it left tied (panel (a), L = 2) taken from long_a: 6 seeds, 4x the steps
+_declare_fig2_match("mid_long_a_", "_long", overlay("fig2", "depths", "mid_", "long_a_", "mid_long_a_"),
+                    setting=_SETTING, source="cheng.figure2/long_a",
+                    reduced={"long_a": _MID_BUDGET + "; panel (a) at L = 2 (relu and exp) from `long_a`: 6 seeds, "
+                                        + _steps("cheng.figure2", "long_a") + " steps (the paper: batch 30,000 "
+                                        "resampled every 10 steps, trained to convergence)"})
 def figure3_values(result: Result, prefix: str = "") -> dict:
     """The values the Figures 3/5/6 claim reads: per traced run (``{kernel}_{act}_{A0|Afree}``)
     the final dist(M, I) of each matrix (mean over seeds; Sigma^1/2 B_l^T C_l Sigma^1/2, then
