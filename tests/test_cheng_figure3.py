@@ -165,3 +165,17 @@ def test_the_long_panel_b_run_has_its_own_claim():
     claim = all_claims()["cheng.fig3b_long"]
     assert claim.source == "cheng.figure3/long_b" and "14,000" in claim.reduced["long_b"]
     assert config("cheng.figure3", "long_b")["steps"] == 14000
+
+
+def test_the_long_figures_5_6_run_has_its_own_claim_over_all_eighteen_runs():
+    from icl_core.claims import HOLDS, VERDICTS, all_claims, evaluate
+    claim = all_claims()["cheng.fig3_long"]
+    cfg = config("cheng.figure3", "long_56")
+    assert claim.source == "cheng.figure3/long_56" and f"{cfg['steps']:,}" in claim.reduced["long_56"]
+    assert cfg["pairs"] == cheng.FIG3_PAIRS and cfg.get("a_modes") is None and cfg["keep_state"]
+    runs = [f"{k}_{a}_{m}" for k, a in cheng.FIG3_PAIRS for m in ("A0", "Afree")]
+    v = {"long_56_fig3_dist_end": {k: [0.05] for k in runs}, "long_56_fig3_dist_start": {k: [0.9] for k in runs},
+         "long_56_fig3_tenths": {k: [1.0, 1.0] for k in runs}, "long_56_fig3_dist_tenths": {k: [0.05, 0.05] for k in runs}}
+    assert evaluate(claim, v, "long_56")["verdict"] in HOLDS
+    mid_only = {k.replace("long_56_", "mid_"): x for k, x in v.items()}
+    assert evaluate(claim, mid_only, "long_56")["verdict"] == VERDICTS[-1]       # it reads its own run

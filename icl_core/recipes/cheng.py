@@ -286,6 +286,10 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # steps; pieces keep their state, so a later run with more steps trains on from this one
     long_b=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 14000}, pairs=[["exp", "softmax"]], n=30, depth=3,
                 trace_every=100, a_modes=["Afree"], checkpoint_dir="results/cheng.figure3/long_b/pieces"),
+    # Figures 5 and 6 (all nine pairs, both modes) at bigbatch's training, states kept: mid's distances were
+    # still falling at 2,000 steps (batch 256), and bigbatch's 5,000 steps at batch 1,024 took Figure 3(a) to 0.03
+    long_56=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=FIG3_PAIRS, n=30, depth=3,
+                 trace_every=100, checkpoint_dir="results/cheng.figure3/long_56/pieces"),
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
@@ -873,6 +877,10 @@ _declare_figure3("long_b_", "_long", "cheng.figure3/long_b",
                  {"long_b": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", _steps("cheng.figure3", "long_b"))
                             + "; Fig. 3(b) alone: exp data, softmax, A free (the paper: batch 30,000 resampled every "
                               "10 steps, trained to convergence)"}, where="Fig. 3b", mode="Afree", panel="b")
+_declare_figure3("long_56_", "_long", "cheng.figure3/long_56",
+                 {"long_56": _MID_BUDGET.replace("batch 256", "batch 1,024").replace("2,000", _steps("cheng.figure3", "long_56"))
+                             + "; all nine (data, activation) pairs of Figs. 5 and 6 (the paper: batch 30,000 resampled "
+                               "every 10 steps, trained to convergence)"})
 _ccs("fig4", "experiments", "Fig. 4c",
      "For this choice of K-diamond, the 2-head Transformer outperforms both single-head Transformers",
      lambda v: Check(v["fig4_composite_two_minus_best_single"] < 0,
