@@ -27,6 +27,7 @@ The fingerprint of :func:`train` is kept: a piece with other settings is refused
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -193,6 +194,9 @@ def load_models(run: LongRun, folder: str | Path | None = None, **overrides) -> 
 
 
 # --- one piece ----------------------------------------------------------------------------
+_RUN_FILE = re.compile(r"state\.pt|progress\.json|run\d+\.(params|adam)\.pt")   # the files a piece writes
+
+
 def continue_run(name: str, minutes: float, device=None, folder: str | Path | None = None,
                  sha: str | None = None, command: str | None = None, compile: bool = False,
                  **overrides) -> dict:
@@ -200,6 +204,7 @@ def continue_run(name: str, minutes: float, device=None, folder: str | Path | No
     ``results/<recipe>/<scale>``; none there: start at step 0) for at most ``minutes`` of
     training, evaluate, and replace ``folder`` with the new state. ``overrides`` change the
     config (e.g. tiny sizes for a test); a folder written with other settings is refused.
+    Files in ``folder`` that a piece does not write (a ``NOTE.md``) are kept.
     ``compile``: ``torch.compile`` the model (single-model runs; falls back to eager mode with
     a warning). Returns the new progress entry."""
     if not isinstance(minutes, (int, float)) or not 0 < minutes <= 24 * 60:
@@ -251,6 +256,9 @@ def continue_run(name: str, minutes: float, device=None, folder: str | Path | No
                     "note": "compact checkpoint: parameters float32, Adam's second moment "
                             "bfloat16, first moment restarted at each piece (icl_core.long_runs)"}
         (new / "progress.json").write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
+        for kept in sorted(folder.iterdir()) if folder.is_dir() else []:    # what the run does not write
+            if kept.is_file() and not _RUN_FILE.fullmatch(kept.name):         # (a NOTE.md) stays
+                shutil.copy2(kept, new / kept.name)
         replace_folder(new, folder)
         return entry
     finally:

@@ -52,8 +52,12 @@ def test_pieces_continue_one_run(tmp_path):
     folder = tmp_path / "run"
     first = continue_run(NAME, 60, device="cpu", folder=folder, **dict(TINY, steps=10))
     assert (first["from_step"], first["to_step"], first["finished"]) == (0, 10, True)
+    (folder / "NOTE.md").write_text("what this run is\n")              # a file the pieces do not write
+    (folder / "run7.params.pt").write_bytes(b"stale")                   # a run file they do (not kept)
     second = continue_run(NAME, 60, device="cpu", folder=folder, **TINY)
     assert (second["from_step"], second["to_step"]) == (10, 20)
+    assert (folder / "NOTE.md").read_text() == "what this run is\n"
+    (folder / "NOTE.md").unlink()
     state = load_state(folder)
     assert state["step"] == 20 and state["losses"].shape == (20, 2)
     assert [p["to_step"] for p in state["progress"]["pieces"]] == [10, 20]
