@@ -448,6 +448,7 @@ _ccs("thm45_46", "theory", "Thms. 4.5, 4.6",
                      f"{max(v['stationary_grad_ratio_A0'], v['stationary_grad_ratio_AaI']):.1e}"),
      computed("stationary_grad_ratio_A0", "stationary_grad_ratio_AaI"), ci_holds=True)
 
+
 def overlay(fig: str, axis: str, base: str, over: str, into: str):
     """A view of the claim values: one figure's records (``fig``: "fig1", "fig2") under prefix
     ``base``, with every (panel, activation, x) that the run under prefix ``over`` trained taken
@@ -796,6 +797,8 @@ _declare_fig2_match("mid_long_a_", "_long", overlay("fig2", "depths", "mid_", "l
                     reduced={"long_a": _MID_BUDGET + "; panel (a) at L = 2 (relu and exp) from `long_a`: 6 seeds, "
                                         + _steps("cheng.figure2", "long_a") + " steps (the paper: batch 30,000 "
                                         "resampled every 10 steps, trained to convergence)"})
+
+
 def figure3_values(result: Result, prefix: str = "") -> dict:
     """The values the Figures 3/5/6 claim reads: per traced run (``{kernel}_{act}_{A0|Afree}``)
     the final dist(M, I) of each matrix (mean over seeds; Sigma^1/2 B_l^T C_l Sigma^1/2, then
