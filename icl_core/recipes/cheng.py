@@ -709,7 +709,6 @@ def _declare_fig2_match(P: str, suffix: str, view=None, **common):
                        for panel, k in (("n14/relu", "relu"), ("n6/relu", "relu"), ("n6/exp", "exp"))}
 
     def check(v):
-        v = view(v)
         return Check(all(st == ["holds"] for by_L in match(v).values() for st in by_L.values()),
                      "matched activation below the other non-softmax one at every depth, beyond the seed spread: "
                      + "; ".join(f"{panel} {[L for L, st in by_L.items() if st != ['holds']] or 'all'}"
@@ -721,7 +720,7 @@ def _declare_fig2_match(P: str, suffix: str, view=None, **common):
          "Ignoring h~softmax, the best prediction error is achieved when the attention activation h~ matches "
          "distribution K. From Figures 1(a), 1(b), 2(a), 2(c), 2(d): the best accuracy is obtained when the attention "
          "activation h~ matches K",
-         check, lambda v: gate(view(v)), **common)
+         lambda v: check(view(v)), lambda v: gate(view(v)), **common)
 
 
 def _declare_figure2(P: str, suffix: str, source, reduced: dict):
