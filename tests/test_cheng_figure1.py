@@ -182,3 +182,46 @@ def test_the_long_panels_a_b_run_has_its_own_claim():
     claim = all_claims()["cheng.fig1_match_long"]
     assert claim.source == "cheng.figure1/long_ab" and "6 seeds" in claim.reduced["long_ab"]
     assert config("cheng.figure1", "long_ab")["seeds"] == 6
+
+
+def test_the_twelve_seed_run_replaces_long_abs_tied_cell_and_nothing_else():
+    claim = all_claims()["cheng.fig1_match_seeds12"]
+    assert claim.source == "cheng.figure1/seeds12_b"
+    b, long_ab = config("cheng.figure1", "seeds12_b"), config("cheng.figure1", "long_ab")
+    assert (b["kernels"], b["ns"], b["seeds"]) == (["relu"], [8], 12)
+    # the same training as long_ab's relu panel, so that its first 6 seeds are long_ab's own
+    assert b["steps"] == long_ab["steps"] and "relu" not in long_ab["steps_by_kernel"]
+    same = ("batch_size", "lr", "seed", "float64", "test_prompts", "depth", "activations", "keep_state")
+    assert {k: b[k] for k in same} == {k: long_ab[k] for k in same}
+    acts, ns = ("linear", "relu", "exp"), [2, 4, 6, 8]
+
+    def run(prefix, kernels, ns, seeds):
+        """Matched activation 1 below the others at every n, the seeds within 0.01."""
+        rng = np.random.default_rng(seeds)
+        out = {f"{prefix}fig1_ns": list(ns), f"{prefix}fig1_seeds": {}, f"{prefix}fig1_tenths": {}}
+        for k in kernels:
+            for act in acts:
+                out[f"{prefix}fig1_seeds"][f"{k}/{act}"] = [list(-n + (act != k) + 0.01 * rng.standard_normal(seeds))
+                                                            for n in ns]
+                out[f"{prefix}fig1_tenths"].update({f"{k}/{act} n={n}": [1.0, 1.0] for n in ns})
+        return out
+    base = run("long_ab_", ["linear", "relu"], ns, 6)
+    # relu data n = 8: relu 0.1 ahead of exp, with one seed 1.2 behind the rest (a tie)
+    base["long_ab_fig1_seeds"]["relu/relu"][3] = list(np.array(base["long_ab_fig1_seeds"]["relu/relu"][3]) + 0.9
+                                                       + np.array([1.0, -0.2, -0.2, -0.2, -0.2, -0.2]))
+    assert evaluate(all_claims()["cheng.fig1_match_long"], base, "long_ab")["verdict"] == INCONCLUSIVE
+    both = {**base, **run("seeds12_b_", ["relu"], [8], 12)}
+    row = evaluate(claim, both, "seeds12_b")
+    assert row["verdict"] in HOLDS, row
+    assert len(both["long_ab_fig1_seeds"]["relu/relu"][3]) == 6                  # the base run's records untouched
+    # the 12-seed run reversing its cell makes the claim differ; without it: not run
+    flipped = run("seeds12_b_", ["relu"], [8], 12)
+    flipped["seeds12_b_fig1_seeds"]["relu/relu"][0] = list(np.array(flipped["seeds12_b_fig1_seeds"]["relu/relu"][0]) + 2)
+    assert evaluate(claim, {**both, **flipped}, "seeds12_b")["verdict"] == DIFFERS
+    assert evaluate(claim, base, "seeds12_b")["verdict"] == VERDICTS[-1]
+    # a cell the 12-seed run does not hold stays long_ab's: a tie at linear data n = 2 keeps the claim open
+    tied2 = {**both, "long_ab_fig1_seeds": {**both["long_ab_fig1_seeds"]}}
+    matched = both["long_ab_fig1_seeds"]["linear/linear"]
+    tied2["long_ab_fig1_seeds"]["linear/exp"] = [list(np.array(matched[0]) + np.array([0.3, -0.3] * 3))] + \
+        both["long_ab_fig1_seeds"]["linear/exp"][1:]
+    assert evaluate(claim, tied2, "seeds12_b")["verdict"] == INCONCLUSIVE
