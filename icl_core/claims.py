@@ -102,8 +102,12 @@ def declare(claim: Claim) -> Claim:
 
 def chapter(name: str, paper: str) -> Callable:
     """The declarer of one chapter's claims: ``claim(key, notebook, where, quote, test, gate,
-    **kw)`` declares ``Claim("<name>.<key>", "<name>/<notebook>", paper, where, ...)``."""
-    def claim(key, notebook, where, quote, test, gate, **kw):
+    view=None, **kw)`` declares ``Claim("<name>.<key>", "<name>/<notebook>", paper, where, ...)``.
+    ``view``: ``values -> values``, the records as the test and the gate read them (e.g. one
+    run's records with some entries taken from another run); None: as recorded."""
+    def claim(key, notebook, where, quote, test, gate, view=None, **kw):
+        if view is not None:
+            test, gate = (lambda v, f=test: f(view(v))), (lambda v, f=gate: f(view(v)))
         return declare(Claim(f"{name}.{key}", f"{name}/{notebook}", paper, where, quote, test, gate, **kw))
     return claim
 

@@ -294,10 +294,9 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # Figures 5 (A = 0) and 6 (A free), all nine pairs each, at bigbatch's training, states kept: mid's
     # distances were still falling at 2,000 steps (batch 256), and bigbatch's 5,000 steps at batch 1,024 took
     # Figure 3(a) to 0.03. One scale per figure, so that each can be trained on to its own number of steps
-    long_5=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=FIG3_PAIRS, n=30, depth=3,
-                trace_every=100, a_modes=["A0"], checkpoint_dir="results/cheng.figure3/long_5/pieces"),
-    long_6=dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=FIG3_PAIRS, n=30, depth=3,
-                trace_every=100, a_modes=["Afree"], checkpoint_dir="results/cheng.figure3/long_6/pieces"),
+    **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=FIG3_PAIRS, n=30, depth=3,
+                           trace_every=100, a_modes=[mode], checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces")
+       for fig, mode in (("5", "A0"), ("6", "Afree"))},
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
@@ -545,7 +544,6 @@ def _declare_fig1_match(P: str, suffix: str, view=None, **common):
     """Figure 1 (a, b): the matched activation is best, softmax aside. ``view``: the records
     as the claim reads them (default: as recorded; see :func:`overlay`)."""
     others = {"linear": ["relu", "exp"], "relu": ["linear", "exp"]}
-    view = view or (lambda v: v)
 
     def match(v):
         return {k: _lower(v[f"{P}fig1_seeds"], v[f"{P}fig1_ns"], f"{k}/{k}", [f"{k}/{o}" for o in others[k]])
@@ -566,14 +564,13 @@ def _declare_fig1_match(P: str, suffix: str, view=None, **common):
          "Ignoring h~softmax, the best prediction error is achieved when the attention activation h~ matches "
          "distribution K. From Figures 1(a), 1(b), 2(a), 2(c), 2(d): the best accuracy is obtained when the attention "
          "activation h~ matches K",
-         lambda v: check(view(v)), lambda v: gate(view(v)), **common)
+         check, gate, view=view, **common)
 
 
 def _declare_fig1c(P: str, suffix: str, reference: tuple = (), view=None, **common):
     """Figure 1(c): softmax beats exp on exp data at n = 6, ..., 14. ``reference``: (prefix,
     words) of an independent run whose converged reversals count as replications (:func:`_ordered`);
     ``view``: the records as the claim reads them (default: as recorded; see :func:`overlay`)."""
-    view = view or (lambda v: v)
 
     def soft(v, p=P):
         return {"exp": _lower(v[f"{p}fig1_seeds"], v[f"{p}fig1_ns"], "exp/softmax", ["exp/exp"],
@@ -598,7 +595,7 @@ def _declare_fig1c(P: str, suffix: str, reference: tuple = (), view=None, **comm
         f"exp/softmax n={n}" for n, st in soft(v)["exp"].items() if st == ["holds"]]), soft_gate)
     _ccs("fig1c" + suffix, "experiments", "Fig. 1c",
          "From Figure 1(c): for L = 3, h~softmax is more accurate than h~exp on K^exp data for n in {6, 8, 10, 12, 14}",
-         lambda v: check(view(v)), lambda v: gate(view(v)), **common)
+         check, gate, view=view, **common)
 
 
 _FIG1_MID = " (the paper: batch 30,000 resampled every 10 steps, trained to convergence)"
@@ -610,18 +607,15 @@ _declare_fig1c("bigbatch_", "_bigbatch", reference=("seed1_", "the bigbatch_seed
                setting=_SETTING, source="cheng.figure1/bigbatch",
                reduced={"bigbatch": _MID_BUDGET.replace("batch 256", "batch 2,048") + "; exp data, exp and softmax "
                                     "only" + _FIG1_MID})
+_LONG_AB_BUDGET = (_MID_BUDGET.replace("2,000", f"{_steps('cheng.figure1', 'long_ab', 'relu')} (relu data) and "
+                                                 f"{_steps('cheng.figure1', 'long_ab', 'linear')} (linear data)")
+                   + ", 6 seeds")
 _declare_fig1_match("long_ab_", "_long", setting=_SETTING, source="cheng.figure1/long_ab",
-                    reduced={"long_ab": _MID_BUDGET.replace("2,000", f"{_steps('cheng.figure1', 'long_ab', 'relu')} (relu "
-                                                                     f"data) and {_steps('cheng.figure1', 'long_ab', 'linear')}"
-                                                                     " (linear data)")
-                                        + ", 6 seeds" + _FIG1_MID})
+                    reduced={"long_ab": _LONG_AB_BUDGET + _FIG1_MID})
 # the same, with the cell long_ab leaves tied (relu data, n = 8) from 12 seeds, the first 6 long_ab's own
 _declare_fig1_match("long_ab12_", "_seeds12", view=overlay("fig1", "ns", "long_ab_", "seeds12_b_", "long_ab12_"),
                     setting=_SETTING, source="cheng.figure1/seeds12_b",
-                    reduced={"seeds12_b": _MID_BUDGET.replace("2,000", f"{_steps('cheng.figure1', 'long_ab', 'relu')} (relu "
-                                                                       f"data) and {_steps('cheng.figure1', 'long_ab', 'linear')}"
-                                                                       " (linear data)")
-                                          + ", 6 seeds; 12 seeds at n = 8 on relu data (`seeds12_b`)" + _FIG1_MID})
+                    reduced={"seeds12_b": _LONG_AB_BUDGET + "; 12 seeds at n = 8 on relu data (`seeds12_b`)" + _FIG1_MID})
 _declare_fig1c("bandwidth_", "_bandwidth", setting=_SETTING, source="cheng.figure1/bandwidth",
                reduced={"bandwidth": _MID_BUDGET.replace("batch 256", "batch 2,048") + "; exp data, exp and softmax "
                                      "only" + _FIG1_MID},
@@ -723,7 +717,6 @@ def _fig2_decided(P, pairs):
 def _declare_fig2_match(P: str, suffix: str, view=None, **common):
     """Figure 2's matched-activation claim on the records under prefix ``P``, as ``view(values)``
     shows them (default: as recorded)."""
-    view = view or (lambda v: v)
     conv = converged(f"{P}fig2_tenths", 0.05)
     match = lambda v: {panel: _fig2_lower(v, P, panel, k, ["exp" if k == "relu" else "relu"])
                        for panel, k in (("n14/relu", "relu"), ("n6/relu", "relu"), ("n6/exp", "exp"))}
@@ -740,7 +733,7 @@ def _declare_fig2_match(P: str, suffix: str, view=None, **common):
          "Ignoring h~softmax, the best prediction error is achieved when the attention activation h~ matches "
          "distribution K. From Figures 1(a), 1(b), 2(a), 2(c), 2(d): the best accuracy is obtained when the attention "
          "activation h~ matches K",
-         lambda v: check(view(v)), lambda v: gate(view(v)), **common)
+         check, gate, view=view, **common)
 
 
 def _declare_figure2(P: str, suffix: str, source, reduced: dict):
