@@ -1,4 +1,6 @@
 """Cheng et al. Figures 3, 5, 6: the traced runs are saved as pieces and reused, in float64 too."""
+import json
+
 import numpy as np
 import matplotlib
 matplotlib.use("Agg")
@@ -109,6 +111,21 @@ def test_a_piece_that_kept_its_state_trains_on_to_more_steps_bit_for_bit(tmp_pat
         cheng.figure3_recipe({**short, "steps": 10, "keep_state": False}, "cpu")
 
 
+def test_steps_by_pair_trains_those_pairs_on_and_names_a_bad_entry(tmp_path):
+    cfg = {**config("cheng.figure3", "long_5"), "seeds": 1, "batch_size": 8, "steps": 4, "trace_every": 2,
+           "test_prompts": 20, "n": 6, "pairs": [["exp", "softmax"], ["relu", "linear"]], "steps_by_pair": {},
+           "checkpoint_dir": str(tmp_path / "pieces")}
+    cheng.figure3_recipe(cfg, "cpu")                                        # both pairs at 4 steps, states kept
+    on = cheng.figure3_recipe({**cfg, "steps_by_pair": {"relu/linear": 6, "linear/linear": 8}}, "cpu")
+    steps = {p.name: json.loads(p.read_text())["settings"]["steps"] for p in (tmp_path / "pieces").glob("t3-*.json")}
+    assert steps == {"t3-exp_softmax_A0-n6-L3.json": 4, "t3-relu_linear_A0-n6-L3.json": 6}
+    assert on.arrays["relu_linear_A0/steps"].tolist() == [0, 2, 4, 6]       # trained on from its saved state
+    assert on.arrays["exp_softmax_A0/steps"].tolist() == [0, 2, 4]
+    for bad in ({"relu/linear": 0}, {"relu_linear": 6}, {"sine/linear": 6}, {"relu/tanh": 6}):
+        with pytest.raises(ValueError, match="steps_by_pair"):
+            cheng.figure3_recipe({**cfg, "steps_by_pair": bad}, "cpu")
+
+
 def test_figure1_pieces_train_on_too(tmp_path):
     cfg = {**config("cheng.figure1", "mid"), "seeds": 2, "batch_size": 8, "test_prompts": 20, "kernels": ["relu"],
            "activations": ["relu"], "ns": [4], "keep_state": True}
@@ -173,6 +190,8 @@ def test_figures_5_and_6_each_have_a_long_scale_and_a_claim_over_their_nine_runs
         claim = all_claims()[f"cheng.fig{fig}_long"]
         cfg = config("cheng.figure3", f"long_{fig}")
         assert claim.source == f"cheng.figure3/long_{fig}" and f"{cfg['steps']:,}" in claim.reduced[f"long_{fig}"]
+        for pair, steps in cfg.get("steps_by_pair", {}).items():          # the pairs trained on, named
+            assert pair in claim.reduced[f"long_{fig}"] and f"{steps:,} steps" in claim.reduced[f"long_{fig}"]
         assert cfg["pairs"] == cheng.FIG3_PAIRS and cfg["a_modes"] == [mode] and cfg["keep_state"]
         assert thm in claim.quote and claim.where == f"Fig. {fig}"
         P = f"long_{fig}_"

@@ -26,6 +26,7 @@ import torch
 from ..baselines import gp_posterior_mean
 from ..kernels import KERNELS
 from ..models import KernelTransformer
+from ..models.kernel_attention import ACTIVATIONS
 from ..prompts import derive_seed
 from ..results import Result, _atomic_write_bytes
 from ..tasks import GPTask
@@ -293,10 +294,15 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
                 trace_every=100, a_modes=["Afree"], checkpoint_dir="results/cheng.figure3/long_b/pieces"),
     # Figures 5 (A = 0) and 6 (A free), all nine pairs each, at bigbatch's training, states kept: mid's
     # distances were still falling at 2,000 steps (batch 256), and bigbatch's 5,000 steps at batch 1,024 took
-    # Figure 3(a) to 0.03. One scale per figure, so that each can be trained on to its own number of steps
+    # Figure 3(a) to 0.03. One scale per figure, so that each can be trained on to its own number of steps.
+    # long_5's pairs still moving at 5,000 steps are trained on: relu/linear and exp/linear (the B'C distances
+    # still falling 10-20% per 1,000 steps at 0.2-0.4), linear/softmax (the training loss falling 10% a tenth)
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=FIG3_PAIRS, n=30, depth=3,
-                           trace_every=100, a_modes=[mode], checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces")
-       for fig, mode in (("5", "A0"), ("6", "Afree"))},
+                           trace_every=100, a_modes=[mode], checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces",
+                           **extra)
+       for fig, mode, extra in (("5", "A0", {"steps_by_pair": {"relu/linear": 15000, "exp/linear": 15000,
+                                                               "linear/softmax": 10000}}),
+                                ("6", "Afree", {}))},
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
@@ -304,12 +310,20 @@ def figure3_recipe(cfg, device) -> Result:
     """For each (data kernel, activation) pair: A fixed at 0 (Figure 5; Figure 3(a) for
     exp/softmax) and A free (Figure 6; Figure 3(b)), tracing dist(M, I) of
     Sigma^{1/2} B_l^T C_l Sigma^{1/2} for every layer and of A_0, A_1 (A of the last layer has no
-    effect on the output). Each traced run is a piece of ``checkpoint_dir`` when one is given."""
+    effect on the output). Each traced run is a piece of ``checkpoint_dir`` when one is given.
+    ``steps_by_pair`` (optional): ``{"kernel/activation": steps}`` for the pairs trained longer
+    than ``steps`` (entries for pairs not in ``pairs`` are ignored)."""
     arrays, metrics = {}, {}
     modes = cfg.get("a_modes", ["A0", "Afree"])
     if not modes or set(modes) - {"A0", "Afree"}:
         raise ValueError(f"a_modes must be a non-empty list of 'A0' (A fixed at 0) and 'Afree', got {modes!r}")
+    longer = cfg.get("steps_by_pair", {})
+    known = {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS}
+    if set(longer) - known or any(not isinstance(t, int) or t < 1 for t in longer.values()):
+        raise ValueError(f"steps_by_pair must map 'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations "
+                         f"{list(ACTIVATIONS)}) to positive step counts, got {longer!r}")
     for kernel, act in cfg["pairs"]:
+        pcfg = {**cfg, "steps": longer.get(f"{kernel}/{act}", cfg["steps"])}
         task = GPTask(5, kernel, seed=cfg["seed"])
         S = task.sqrt_sigma.float()
 
@@ -327,9 +341,9 @@ def figure3_recipe(cfg, device) -> Result:
 
             name = f"t3-{key}-n{cfg['n']}-L{cfg['depth']}.json"
 
-            def compute(previous, kernel=kernel, act=act, fix_A=fix_A, dists=dists, name=name):
-                models, losses, fit, _ = _train_eval(cfg, kernel, cfg["n"], [act], cfg["depth"], device,
-                                                     fix_A=fix_A, tag=3, trace=dists, state=_state(cfg, name))
+            def compute(previous, kernel=kernel, act=act, fix_A=fix_A, dists=dists, name=name, pcfg=pcfg):
+                models, losses, fit, _ = _train_eval(pcfg, kernel, pcfg["n"], [act], pcfg["depth"], device,
+                                                     fix_A=fix_A, tag=3, trace=dists, state=_state(pcfg, name))
                 trace = fit.trace
                 if previous is not None:     # the trace is not in the state: the saved one, then the new steps
                     trace = list(zip(previous["steps"], previous["dist"])) + [(t, v) for t, v in trace
@@ -342,7 +356,7 @@ def figure3_recipe(cfg, device) -> Result:
                              for m in models]
                 return {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in trace],
                         "dist": [v for _, v in trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
-            got = _piece(cfg, name, compute, extra_keys=("trace_every",))
+            got = _piece(pcfg, name, compute, extra_keys=("trace_every",))
             traj = np.array(got["dist"])                         # (S, seeds, matrices)
             arrays[f"{key}/steps"] = np.array(got["steps"])
             arrays[f"{key}/dist"] = traj
@@ -400,6 +414,18 @@ def _steps(recipe: str, scale: str, kernel: str | None = None) -> str:
     its config."""
     cfg = RECIPES[recipe].configs[scale]
     return f"{cfg.get('steps_by_kernel', {}).get(kernel, cfg['steps']):,}"
+
+
+def _longer_pairs(scale: str) -> str:
+    """The pairs a ``cheng.figure3`` scale trains past its ``steps`` (``steps_by_pair``) as a
+    budget text writes them ("; 15,000 steps for the relu/linear and exp/linear runs
+    (data/activation)"), or "" where it has none."""
+    by_steps = {}
+    for pair, t in RECIPES["cheng.figure3"].configs[scale].get("steps_by_pair", {}).items():
+        by_steps.setdefault(t, []).append(pair)
+    return "".join(f"{'; ' if i == 0 else ', '}{t:,} steps for the {' and '.join(p)} run{'s' if len(p) > 1 else ''}"
+                   for i, (t, p) in enumerate(sorted(by_steps.items(), reverse=True))) + (
+        " (data/activation)" if by_steps else "")
 
 
 def _converged_runs(prefix, frac=0.05):
@@ -902,7 +928,7 @@ _declare_figure3("long_b_", "_long", "cheng.figure3/long_b",
 for _fig, _mode, _quote in (("5", "A0", FIG3_QUOTE), ("6", "Afree", FIG6_QUOTE)):   # one claim per figure
     _declare_figure3(f"long_{_fig}_", "", f"cheng.figure3/long_{_fig}",
                      {f"long_{_fig}": _MID_BUDGET.replace("batch 256", "batch 1,024").replace(
-                         "2,000", _steps("cheng.figure3", f"long_{_fig}"))
+                         "2,000", _steps("cheng.figure3", f"long_{_fig}")) + _longer_pairs(f"long_{_fig}")
                       + f"; all nine (data, activation) pairs of Fig. {_fig} (the paper: batch 30,000 resampled "
                         "every 10 steps, trained to convergence)"},
                      where=f"Fig. {_fig}", mode=_mode, name=f"fig{_fig}_long", quote=_quote)
