@@ -162,3 +162,18 @@ def test_the_long_composite_run_has_its_own_fig4c_claim(tmp_path):
     assert len(list((tmp_path / "pieces").glob("t4-*.pt"))) == 3       # states kept: trained on later
     assert set(cheng.figure4_values(r, "long_c_")["long_c_fig4_seeds"]) == {
         f"composite/{m}" for m in ("linear", "exp", "linear+exp")}
+
+
+def test_figure4a_trained_on_has_its_own_claim_over_its_own_run():
+    claim = all_claims()["cheng.fig4a_long"]
+    cfg = config("cheng.figure4", "long_a")
+    assert claim.source == "cheng.figure4/long_a" and f"{cfg['steps']:,}" in claim.reduced["long_a"]
+    assert cfg["kernels"] == ["linear"] and cfg["depths"] == [1, 3, 5, 7] and cfg["keep_state"]
+    assert claim.quote == all_claims()["cheng.fig4a_mid"].quote
+    as_long = lambda v: {k.replace("mid_", "long_a_"): x for k, x in v.items()}
+    assert evaluate(claim, as_long(_fig4()), "long_a")["verdict"] in HOLDS
+    assert evaluate(claim, _fig4(), "long_a")["verdict"] == VERDICTS[-1]      # it reads its own run, not mid's
+    assert evaluate(claim, as_long(_fig4(shift_two=0.3)), "long_a")["verdict"] == DIFFERS
+    still = as_long(_fig4())
+    still["long_a_fig4_tenths"]["linear/linear+exp L=7"] = [1.0, 0.9]         # two heads still improving
+    assert evaluate(claim, still, "long_a")["verdict"] == INCONCLUSIVE
