@@ -296,12 +296,13 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # distances were still falling at 2,000 steps (batch 256), and bigbatch's 5,000 steps at batch 1,024 took
     # Figure 3(a) to 0.03. One scale per figure, so that each can be trained on to its own number of steps.
     # long_5's pairs still moving at 5,000 steps are trained on: relu/linear and exp/linear (the B'C distances
-    # still falling 10-20% per 1,000 steps at 0.2-0.4), linear/softmax (the training loss falling 10% a tenth)
+    # still falling 10-20% per 1,000 steps at 0.2-0.4), linear/softmax (the training loss falling 10% a tenth),
+    # exp/relu (B0'C0 rising from 0.040 to 0.061 over the last 1,000 steps)
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000}, pairs=FIG3_PAIRS, n=30, depth=3,
                            trace_every=100, a_modes=[mode], checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces",
                            **extra)
        for fig, mode, extra in (("5", "A0", {"steps_by_pair": {"relu/linear": 15000, "exp/linear": 15000,
-                                                               "linear/softmax": 10000}}),
+                                                               "linear/softmax": 10000, "exp/relu": 10000}}),
                                 ("6", "Afree", {}))},
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
