@@ -209,10 +209,7 @@ def figure1_recipe(cfg, device) -> Result:
     n) over the seeds. ``steps_by_kernel`` (optional): ``{data kernel: steps}`` for the panels
     trained longer than ``steps``."""
     arrays, metrics = {"ns": np.array(cfg["ns"])}, {}
-    longer = cfg.get("steps_by_kernel", {})
-    if set(longer) - set(KERNELS) or any(not isinstance(t, int) or t < 1 for t in longer.values()):
-        raise ValueError(f"steps_by_kernel must map data kernels (of {sorted(KERNELS)}) to positive step counts, "
-                         f"got {longer!r}")
+    longer = _longer_steps(cfg, "steps_by_kernel", KERNELS, f"data kernels (of {sorted(KERNELS)})")
     for kernel in cfg["kernels"]:
         kcfg = {**cfg, "steps": longer.get(kernel, cfg["steps"])}
         arrays[f"{kernel}/bayes"] = np.array([bayes_loss(cfg, kernel, n) for n in cfg["ns"]])
@@ -267,6 +264,15 @@ def figure2_recipe(cfg, device) -> Result:
     return Result("cheng.figure2", "", cfg, metrics, arrays)
 
 
+def _longer_steps(cfg, key: str, known, what: str) -> dict:
+    """``cfg[key]`` (optional): ``{part: steps}`` for the parts (data kernels, pairs) a scale
+    trains past ``cfg["steps"]``, checked against the ``known`` part names (``what`` names them)."""
+    longer = cfg.get(key, {})
+    if set(longer) - set(known) or any(not isinstance(t, int) or t < 1 for t in longer.values()):
+        raise ValueError(f"{key} must map {what} to positive step counts, got {longer!r}")
+    return longer
+
+
 def _pieces_seconds(cfg, tag) -> float | None:
     """The wall time the saved pieces of a recipe took (one core each), or None without them."""
     folder = cfg.get("checkpoint_dir")
@@ -318,11 +324,8 @@ def figure3_recipe(cfg, device) -> Result:
     modes = cfg.get("a_modes", ["A0", "Afree"])
     if not modes or set(modes) - {"A0", "Afree"}:
         raise ValueError(f"a_modes must be a non-empty list of 'A0' (A fixed at 0) and 'Afree', got {modes!r}")
-    longer = cfg.get("steps_by_pair", {})
-    known = {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS}
-    if set(longer) - known or any(not isinstance(t, int) or t < 1 for t in longer.values()):
-        raise ValueError(f"steps_by_pair must map 'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations "
-                         f"{list(ACTIVATIONS)}) to positive step counts, got {longer!r}")
+    longer = _longer_steps(cfg, "steps_by_pair", {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS},
+                           f"'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations {list(ACTIVATIONS)})")
     for kernel, act in cfg["pairs"]:
         pcfg = {**cfg, "steps": longer.get(f"{kernel}/{act}", cfg["steps"])}
         task = GPTask(5, kernel, seed=cfg["seed"])
