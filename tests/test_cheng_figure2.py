@@ -144,6 +144,17 @@ def test_figure4_claims_follow_the_runs():
     assert evaluate(claims["cheng.fig4c_mid"], ahead, "mid")["verdict"] == INCONCLUSIVE
 
 
+def test_figure4_gates_say_which_differences_the_seed_spread_leaves_unresolved():
+    claims = all_claims()
+    wide = evaluate(claims["cheng.fig4a_mid"], _fig4(spread=1.0), "mid")
+    assert wide["verdict"] == INCONCLUSIVE
+    assert "not every difference resolved to within the margin" in wide["gate"], wide["gate"]
+    assert "not every difference beyond the seed spread" in evaluate(
+        claims["cheng.fig4c_mid"], _fig4(spread=1.0), "mid")["gate"]
+    tight = evaluate(claims["cheng.fig4a_mid"], _fig4(), "mid")["gate"]
+    assert "every difference resolved" in tight and "not every" not in tight, tight
+
+
 def test_the_long_composite_run_has_its_own_fig4c_claim(tmp_path):
     claims = all_claims()
     claim = claims["cheng.fig4c_long"]
@@ -177,3 +188,20 @@ def test_figure4a_trained_on_has_its_own_claim_over_its_own_run():
     still = as_long(_fig4())
     still["long_a_fig4_tenths"]["linear/linear+exp L=7"] = [1.0, 0.9]         # two heads still improving
     assert evaluate(claim, still, "long_a")["verdict"] == INCONCLUSIVE
+
+
+def test_depth_sweep_draws_the_bayes_line_below_every_model():
+    from icl_core.figures import cheng as figures
+    from icl_core.results import Result
+    depths = np.array([1, 3, 5])
+    low = np.array([[-1.5, -1.5], [-8.0, -8.1], [-12.0, -11.0]])
+    r = Result("cheng.figure4", "t", {"kernels": ["linear"], "n": 14}, {},
+               {"depths": depths, "linear/bayes": np.array(np.exp(-18.0)), "linear/linear": low,
+                "linear/exp": low + 3, "linear/linear+exp": low})
+    ax = figures.depth_sweep(r).axes[0]
+    bayes = [ln for ln in ax.lines if ln.get_label().startswith("Bayes")]
+    assert len(bayes) == 1 and bayes[0].get_ydata()[0] < low.min() - 0.5    # below the lowest seed mean
+    assert "-18.0" in bayes[0].get_label()                                    # its value in the label
+    r.arrays["linear/bayes"] = np.array(np.exp(-0.5))                         # above the floor: drawn where it is
+    ax = figures.depth_sweep(r).axes[0]
+    assert [ln.get_ydata()[0] for ln in ax.lines if ln.get_label() == "Bayes"] == [-0.5]

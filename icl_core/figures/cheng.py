@@ -88,6 +88,17 @@ def seeds_at(runs: dict, panel: str, depth: int, activations=("relu", "exp")):
     return fig
 
 
+def _bayes_line(ax, log_bayes: float, lowest: float):
+    """The Bayes predictor's log loss, dashed. On noiseless data it is the GP's jitter (about
+    -18), far below any trained model: then it is drawn one unit below the lowest model point
+    (``lowest``, at most -8) so that the models' axis stays readable, and its label gives its value."""
+    floor = min(-8.0, np.floor(lowest) - 1)
+    if log_bayes >= floor:
+        ax.axhline(log_bayes, color="black", ls="--", label="Bayes")
+    else:
+        ax.axhline(floor, color="black", ls="--", label=f"Bayes ({log_bayes:.1f}, drawn at {floor:.0f})")
+
+
 def depth_sweep(result: Result, label: str = "", models=None):
     """``cheng.figure4`` (one or two heads): log test loss against the number of layers, one
     panel per data kernel, the Bayes predictor dashed."""
@@ -101,7 +112,8 @@ def depth_sweep(result: Result, label: str = "", models=None):
             heads = "2 heads: " if "+" in name else ("1 head: " if "activations" not in cfg else "h = ")
             ax.errorbar(a["depths"], logs.mean(1), yerr=logs.std(1), fmt="o-", ms=4, color=COLORS[name],
                         label=heads + name)
-        ax.axhline(max(float(np.log(a[f"{kernel}/bayes"])), -8), color="black", ls="--", label="Bayes (floored at -8)")
+        _bayes_line(ax, float(np.log(a[f"{kernel}/bayes"])),
+                    min(float((a[f"{kernel}/{m}"].mean(1) - a[f"{kernel}/{m}"].std(1)).min()) for m in models))
         n = f", n = {cfg['n']}" if "n" in cfg else ""
         ax.set_title(f"data: {kernel}-kernel GP{n} ({label})", fontsize=9)
         ax.set_xlabel("layers L"); ax.set_ylabel("log test loss"); ax.legend(fontsize=7)
