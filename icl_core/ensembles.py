@@ -29,6 +29,26 @@ def run_mode(models, device, use_vmap: bool | None = None) -> str:
     return "vmap" if use_vmap else "separate"
 
 
+def stacked_params(state: dict) -> dict:
+    """A training checkpoint's parameters stacked over its runs, ``{name: (K, ...)}``: a
+    checkpoint of one model (mode ``"single"``) holds them unstacked and gains a leading axis of 1."""
+    if state.get("mode") == "single":
+        return {n: v.unsqueeze(0) for n, v in state["params"].items()}
+    return state["params"]
+
+
+def unstack_into(models: list[torch.nn.Module], stacked: dict) -> None:
+    """Copy parameters stacked over the runs (``{name: (K, ...)}``, as :meth:`Runs.state` and
+    training checkpoints hold them) into the ``K`` models, model ``k`` taking slice ``k``."""
+    if any(v.shape[0] != len(models) for v in stacked.values()):
+        raise ValueError(f"the stacked parameters hold {sorted({v.shape[0] for v in stacked.values()})} runs, "
+                         f"not the {len(models)} models given")
+    with torch.no_grad():
+        for k, m in enumerate(models):
+            for n, p in m.named_parameters():
+                p.copy_(stacked[n][k])
+
+
 class Runs:
     """The K runs of one ``train`` call: their parameters and a batched loss.
 

@@ -1,5 +1,7 @@
 """Cheng et al. Figure 2: the sweep saved in pieces, float64 stacks, and the four claims
 decided against the seed spread."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -188,6 +190,21 @@ def test_figure4a_trained_on_has_its_own_claim_over_its_own_run():
     still = as_long(_fig4())
     still["long_a_fig4_tenths"]["linear/linear+exp L=7"] = [1.0, 0.9]         # two heads still improving
     assert evaluate(claim, still, "long_a")["verdict"] == INCONCLUSIVE
+    for L, t in cfg.get("steps_by_depth", {}).items():                         # its budget names the longer depths
+        assert f"{t:,} steps at L = " in claim.reduced["long_a"] and L in claim.reduced["long_a"]
+
+
+def test_steps_by_depth_trains_those_depths_on_and_names_a_bad_entry(tmp_path):
+    cfg = {**config("cheng.figure4", "long_a"), "seeds": 1, "batch_size": 8, "steps": 3, "test_prompts": 20,
+           "depths": [1, 2], "steps_by_depth": {}, "checkpoint_dir": str(tmp_path / "pieces")}
+    cheng.figure4_recipe(cfg, "cpu")                                        # both depths at 3 steps, states kept
+    cheng.figure4_recipe({**cfg, "steps_by_depth": {"2": 5, "7": 9}}, "cpu")  # L = 7 is not in this run: ignored
+    steps = {p.name: json.loads(p.read_text())["settings"]["steps"] for p in (tmp_path / "pieces").glob("t4-*.json")}
+    assert steps == {f"t4-linear-{m}-n14-L{L}.json": 3 if L == 1 else 5
+                     for m in ("linear", "exp", "linear+exp") for L in (1, 2)}
+    for bad in ({"2": 0}, {2: 5}, {"L2": 5}, {"-2": 5}):
+        with pytest.raises(ValueError, match="steps_by_depth"):
+            cheng.figure4_recipe({**cfg, "steps_by_depth": bad}, "cpu")
 
 
 def test_depth_sweep_draws_the_bayes_line_below_every_model():

@@ -7,6 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
+from icl_core.claims import HOLDS, VERDICTS, all_claims, evaluate
 from icl_core.figures import cheng as figures
 from icl_core.recipes import cheng, config
 
@@ -211,3 +212,89 @@ def test_figures_5_and_6_each_have_a_long_scale_and_a_claim_over_their_nine_runs
         assert evaluate(claim, mixed, f"long_{fig}")["verdict"] in HOLDS
         mid_only = {k.replace(P, "mid_"): x for k, x in v.items()}
         assert evaluate(claim, mid_only, f"long_{fig}")["verdict"] == VERDICTS[-1]       # it reads its own run
+
+
+def test_drift_probe_reads_a_kept_state_and_names_a_bad_pair(tmp_path):
+    over = dict(seeds=2, batch_size=8, steps=4, trace_every=2, test_prompts=20, n=6, steps_by_pair={},
+                checkpoint_dir=str(tmp_path / "pieces"))
+    cheng.figure3_recipe({**config("cheng.figure3", "long_5"), **over, "pairs": [["relu", "linear"]]}, "cpu")
+    got = cheng.drift_probe("long_5", "relu/linear", batches=3, **over)
+    assert got["step"] == 4 and np.array(got["dist"]).shape == (2, 3)           # seeds x matrices B_l'C_l
+    saved = json.loads((tmp_path / "pieces" / "t3-relu_linear_A0-n6-L3.json").read_text())["dist"][-1]
+    np.testing.assert_allclose(got["dist"], saved, rtol=1e-6)                    # the state's own matrices
+    for how in ("gd", "adam"):
+        assert len(got[how]) == 2 and all(c["pull"] in ("up", "down", "none") for row in got[how] for c in row)
+    again = cheng.figure3_recipe({**config("cheng.figure3", "long_5"), **over, "pairs": [["relu", "linear"]],
+                                  "drift_batches": 3}, "cpu")                   # the result records it, same numbers
+    assert again.metrics["relu_linear_A0_drift"] == got
+    with pytest.raises(ValueError, match="pair must be one of"):
+        cheng.drift_probe("long_5", "relu/tanh", **over)
+    with pytest.raises(FileNotFoundError, match="no kept training state"):
+        cheng.drift_probe("long_5", "exp/linear", **over)
+
+
+def test_drift_table_counts_the_pulls():
+    from icl_core.results import Result
+    cell = lambda mean, pull: {"mean": mean, "se": 0.1, "sd": 1.0, "pull": pull}
+    probe = {"step": 25000, "batches": 64, "dist": [[0.1, 0.3, 0.2], [0.2, 0.1, 0.4]],
+             "gd": [], "adam": [[cell(-0.5, "down"), cell(-0.1, "none"), cell(0.5, "up")],
+                                [cell(-0.5, "down"), cell(-0.5, "down"), cell(0.0, "none")]]}
+    r = Result("cheng.figure3", "t", {"pairs": [["relu", "linear"], ["exp", "relu"]], "batch_size": 1024},
+               {"relu_linear_A0_drift": probe})
+    text = figures.drift_table(r)
+    assert "relu/linear" in text and "exp/relu" not in text and "25,000" in text
+    assert "0.15, 0.20, 0.30" in text and "towards I 3, away 1, neither 2 of 6" in text
+    assert figures.drift_table(Result("cheng.figure3", "t", {"pairs": [["exp", "relu"]]}, {})) == ""
+    with pytest.raises(ValueError, match="mode must be"):
+        figures.drift_table(r, "A1")
+
+
+def test_init_from_starts_a_run_at_another_scales_kept_state(tmp_path, monkeypatch):
+    from icl_core.recipes import RECIPES
+    base = {**config("cheng.figure3", "long_5"), "seeds": 2, "batch_size": 8, "steps": 4, "trace_every": 2,
+            "test_prompts": 20, "n": 6, "steps_by_pair": {}, "drift_batches": 0, "pairs": [["relu", "linear"]],
+            "checkpoint_dir": str(tmp_path / "base")}
+    monkeypatch.setitem(RECIPES["cheng.figure3"].configs, "tiny_base", base)
+    first = cheng.figure3_recipe(base, "cpu")
+    big = {**base, "batch_size": 16, "steps": 3, "checkpoint_dir": str(tmp_path / "big"),
+           "init_from": {"scale": "tiny_base", "step": 4}}
+    got = cheng.figure3_recipe(big, "cpu")
+    key = "relu_linear_A0/dist"
+    np.testing.assert_allclose(got.arrays[key][0], first.arrays[key][-1], rtol=1e-6)   # starts where base ended
+    assert got.arrays["relu_linear_A0/steps"].tolist() == [0, 2, 3]
+    piece = json.loads((tmp_path / "big" / "t3-relu_linear_A0-n6-L3.json").read_text())
+    assert piece["settings"]["init_from"] == {"scale": "tiny_base", "step": 4}
+    on = cheng.figure3_recipe({**big, "steps": 5}, "cpu")                      # trains on from its own state
+    assert on.arrays["relu_linear_A0/steps"].tolist() == [0, 2, 3, 4, 5]
+    np.testing.assert_allclose(on.arrays[key][:3], got.arrays[key])
+    for bad, match in (({"scale": "tiny_base", "step": 3}, "stands at step 4"),
+                       ({"scale": "nowhere", "step": 4}, "init_from's scale must be one of"),
+                       ({"scale": "tiny_base"}, "init_from must be")):
+        with pytest.raises(ValueError, match=match):
+            cheng.figure3_recipe({**big, "checkpoint_dir": str(tmp_path / "bad"), "init_from": bad}, "cpu")
+    with pytest.raises(ValueError, match="trained with other seeds"):
+        cheng.figure3_recipe({**big, "seeds": 1, "checkpoint_dir": str(tmp_path / "bad")}, "cpu")
+
+
+def test_fig5_big_reads_long_5_with_the_continued_runs_in_place_of_its_own():
+    claim = all_claims()["cheng.fig5_big"]
+    cfg = config("cheng.figure3", "long_5_big")
+    assert claim.source == "cheng.figure3/long_5_big" and cfg["init_from"]["scale"] == "long_5"
+    assert f"{cfg['batch_size']:,}" in claim.reduced["long_5_big"]
+    runs = [f"{k}_{a}_A0" for k, a in config("cheng.figure3", "long_5")["pairs"]]
+
+    def values(P, ends, rising=()):
+        return {f"{P}fig3_dist_end": dict(ends), f"{P}fig3_dist_start": {r: [0.96] * 3 for r in ends},
+                f"{P}fig3_tenths": {r: [1.0, 1.0] for r in ends}, f"{P}fig3_norms_end": {},
+                f"{P}fig3_dist_tenths": {f"{r} M{i}": ([0.3, 0.4] if r in rising else [ends[r][i], ends[r][i]])
+                                         for r in ends for i in range(3)}}
+    far = {r: [0.02] * 3 for r in runs} | {"relu_linear_A0": [0.19, 0.41, 0.32], "exp_linear_A0": [0.15, 0.36, 0.26]}
+    long5 = values("long_5_", far, rising=("exp_linear_A0",))
+    assert evaluate(claim, long5, "long_5_big")["verdict"] == VERDICTS[-1]        # no continued runs: not run
+    closer = values("long_5_big_", {"relu_linear_A0": [0.05, 0.08, 0.06], "exp_linear_A0": [0.04, 0.05, 0.05]})
+    assert evaluate(claim, {**long5, **closer}, "long_5_big")["verdict"] in HOLDS
+    settled = values("long_5_big_", {"relu_linear_A0": [0.19, 0.41, 0.32], "exp_linear_A0": [0.15, 0.36, 0.26]})
+    assert evaluate(claim, {**long5, **settled}, "long_5_big")["verdict"] == VERDICTS[4]   # differs
+    moving = values("long_5_big_", {"relu_linear_A0": [0.19, 0.41, 0.32], "exp_linear_A0": [0.15, 0.36, 0.26]},
+                    rising=("relu_linear_A0",))
+    assert evaluate(claim, {**long5, **moving}, "long_5_big")["verdict"] == VERDICTS[3]    # inconclusive

@@ -160,3 +160,31 @@ def figure3(result: Result, label: str = "", mode: str | None = None):
     fig.suptitle(f"{title} ({label})", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def drift_table(result: Result, mode: str = "A0") -> str:
+    """The gradient-or-noise probe a ``cheng.figure3`` result records (``drift_batches``;
+    :func:`icl_core.recipes.cheng.drift_probe`) as a text table: per pair, its distances at the
+    probed step (mean over seeds), how many (seed, matrix) cells the all-batch Adam step pulls
+    towards I, away from it, or neither beyond two standard errors, and the median ratio of one
+    batch's spread to the pull ("" where the result has no probe)."""
+    if mode not in ("A0", "Afree"):
+        raise ValueError(f"mode must be 'A0' or 'Afree', got {mode!r}")
+    rows, batches = [], None
+    for kernel, act in result.config["pairs"]:
+        got = result.metrics.get(f"{kernel}_{act}_{mode}_drift")
+        if got is None:
+            continue
+        batches = got["batches"]
+        cells = [c for row in got["adam"] for c in row]
+        count = {p: sum(c["pull"] == p for c in cells) for p in ("down", "up", "none")}
+        ratio = np.median([c["sd"] / max(abs(c["mean"]), 1e-300) for c in cells])
+        rows.append(f"{kernel + '/' + act:15s} {got['step']:>7,}  "
+                    + ", ".join(f"{x:.2f}" for x in np.mean(got["dist"], 0))
+                    + f"  | towards I {count['down']}, away {count['up']}, neither {count['none']} of {len(cells)}"
+                    + f"  | one batch's spread / pull: {ratio:.0f}")
+    if not rows:
+        return ""
+    head = (f"data/attention     step  dist(M, I), mean over seeds  | Adam's all-batch step "
+            f"({batches} batches of {result.config['batch_size']:,}) beyond 2 SE")
+    return "\n".join([head] + rows)
