@@ -31,21 +31,24 @@ def second_moments(state: dict, names: list[str], runs: int) -> list[dict]:
     order = opt["param_groups"][0]["params"]
     slots = [opt["state"][i] for i in order]
     beta2 = opt["param_groups"][0]["betas"][1]
+
+    def v_hat(slot, k=None):                          # bias-corrected; slice k of a stacked slot
+        v = slot["exp_avg_sq"] if k is None else slot["exp_avg_sq"][k]
+        return v / (1 - beta2 ** float(slot["step"]))
     if state.get("mode") == "single":                 # one model, unstacked
         if runs != 1 or len(slots) != len(names):
             raise ValueError(f"the checkpoint holds one model's {len(slots)} parameter slots, not runs x parameters "
                              f"= {runs} x {len(names)}")
-        return [{n: s["exp_avg_sq"] / (1 - beta2 ** float(s["step"])) for n, s in zip(names, slots)}]
+        return [{n: v_hat(s) for n, s in zip(names, slots)}]
     if state.get("mode") == "separate":              # one optimizer slot per model and parameter
         if len(slots) != runs * len(names):
             raise ValueError(f"the checkpoint holds {len(slots)} parameter slots, not runs x parameters = "
                              f"{runs} x {len(names)}")
         per = [{n: slots[k * len(names) + j] for j, n in enumerate(names)} for k in range(runs)]
-        return [{n: s["exp_avg_sq"] / (1 - beta2 ** float(s["step"])) for n, s in p.items()} for p in per]
+        return [{n: v_hat(s) for n, s in p.items()} for p in per]
     if len(slots) != len(names):                      # stacked over the runs: one slot per parameter
         raise ValueError(f"the checkpoint holds {len(slots)} parameter slots, not {len(names)} ({names})")
-    return [{n: s["exp_avg_sq"][k] / (1 - beta2 ** float(s["step"])) for n, s in zip(names, slots)}
-            for k in range(runs)]
+    return [{n: v_hat(s, k) for n, s in zip(names, slots)} for k in range(runs)]
 
 
 def load_runs(state: dict, models: list[torch.nn.Module]) -> list[dict]:

@@ -25,6 +25,7 @@ import torch
 
 from ..baselines import gp_posterior_mean
 from ..checkpoints import load_checkpoint
+from ..drift import batch_derivatives, load_runs, summarize
 from ..ensembles import stacked_params, unstack_into
 from ..kernels import KERNELS
 from ..models import KernelTransformer
@@ -63,6 +64,13 @@ def _sampler(cfg, task, n, tag):
     return PoolSampler(task, cfg["batch_size"], n + 1, cfg["pool"], seed=derive_seed(cfg["seed"], tag, n))
 
 
+def _models(cfg, depth: int, activations, fix_A: bool) -> list:
+    """The ``seeds`` models of a run made with ``cfg`` (its normalisation and dtype), freshly initialised."""
+    over_n = True if cfg.get("softmax_over_n") else None          # None: every head but softmax divided by n
+    models = [KernelTransformer(5, depth, activations, fix_A=fix_A, normalize=over_n) for _ in range(cfg["seeds"])]
+    return [m.double() for m in models] if cfg.get("float64") else models
+
+
 def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, tag=0, trace=None, state=None,
                 init=None):
     """Train ``seeds`` models (one batched call) on GP(data_kernel) prompts with n examples;
@@ -74,10 +82,7 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
     task = _task(cfg, data_kernel)
     sampler = _sampler(cfg, task, n, tag)
     torch.manual_seed(derive_seed(cfg["seed"], tag, n, depth))
-    over_n = True if cfg.get("softmax_over_n") else None          # None: every head but softmax divided by n
-    models = [KernelTransformer(5, depth, activations, fix_A=fix_A, normalize=over_n) for _ in range(cfg["seeds"])]
-    if cfg.get("float64"):
-        models = [m.double() for m in models]
+    models = _models(cfg, depth, activations, fix_A)
     if init is not None:
         unstack_into(models, init)
     fit = train(models, sampler, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
@@ -440,11 +445,8 @@ def figure3_recipe(cfg, device) -> Result:
 
 def _drift_at(cfg, kernel: str, act: str, mode: str, path: str, batches: int) -> dict:
     """:func:`drift_probe` of the kept state at ``path`` of a run made with ``cfg``."""
-    from ..drift import batch_derivatives, load_runs, summarize
     state = load_checkpoint(path)
-    models = [KernelTransformer(5, cfg["depth"], [act], fix_A=mode == "A0") for _ in range(cfg["seeds"])]
-    if cfg.get("float64"):
-        models = [m.double() for m in models]
+    models = _models(cfg, cfg["depth"], [act], mode == "A0")
     moments = load_runs(state, models)
     task = _task(cfg, kernel)
     S = task.sqrt_sigma.to(models[0].B.dtype)
@@ -1135,6 +1137,16 @@ def _margin_gate(diffs: dict) -> Gate:
                     f"{FIG4_AS_GOOD}): 2 SE " + ", ".join(f"L={L} {2 * se:.3f}" for L, (_, se) in diffs.items()))
 
 
+def _spread_gate(diffs: dict) -> Gate:
+    """Passes when every difference (``{other head: {L: (mean, SE)}}``) is beyond the seed spread,
+    two standard errors; the reason says which are."""
+    beyond = {o: {L: abs(d) > 2 * se for L, (d, se) in by_L.items()} for o, by_L in diffs.items()}
+    ok = all(b for by_L in beyond.values() for b in by_L.values())
+    return Gate(ok, f"{'every' if ok else 'not every'} difference beyond the seed spread (2 standard errors): "
+                    + "; ".join(f"{o} " + ", ".join(f"L={L} {'yes' if b else 'no'}" for L, b in by_L.items())
+                                for o, by_L in beyond.items()))
+
+
 def _declare_fig4_as_good(panel: str, k: str, P: str, suffix: str, source: str, reduced: dict):
     """Fig. 4(a) or (b) (``k``: its data kernel, linear or exp) read from the run under
     ``source``, whose values carry the prefix ``P``: two heads as good as the h~k head."""
@@ -1174,13 +1186,7 @@ def _declare_fig4c(P, suffix, source, reduced):
                              f"{o} " + ", ".join(f"L={L} {d:+.3f} (SE {se:.3f})" for L, (d, se) in by_L.items())
                              for o, by_L in diffs(v).items())),
          all_of(_panels_converged(f"{P}fig4_tenths", ["composite"], leaders=leaders),
-                lambda v: Gate(all(abs(d) > 2 * se for by_L in diffs(v).values() for d, se in by_L.values()),
-                               ("every difference" if all(abs(d) > 2 * se for by_L in diffs(v).values()
-                                                          for d, se in by_L.values()) else "not every difference")
-                               + " beyond the seed spread (2 standard errors): " + "; ".join(
-                                   f"{o} " + ", ".join(f"L={L} {'yes' if abs(d) > 2 * se else 'no'}"
-                                                       for L, (d, se) in by_L.items())
-                                   for o, by_L in diffs(v).items()))),
+                lambda v: _spread_gate(diffs(v))),
          setting=_SETTING, source=source, reduced=reduced)
 
 
