@@ -68,18 +68,28 @@ def batch_derivatives(model: torch.nn.Module, quantities, loss, batches, moments
 
     ``quantities``: functions ``model -> scalar tensor`` (differentiable in the parameters);
     ``loss``: ``(model, batch) -> scalar tensor``."""
+    return batch_rates(model, quantities, loss, batches, {"step": moments}, eps)["step"]
+
+
+def batch_rates(model: torch.nn.Module, quantities, loss, batches, steps: dict, eps: float = 1e-8) -> dict:
+    """:func:`batch_derivatives` for several steps at once, each batch's loss gradient taken once:
+    ``steps`` maps a name to its ``moments`` (``None``: plain gradient descent); returns
+    ``{name: (len(batches), len(quantities)) array}``."""
+    if not steps:
+        raise ValueError("steps must name at least one step ({name: moments or None}), got none")
     params = dict(model.named_parameters())
-    pre = {n: 1.0 / (moments[n].sqrt() + eps) if moments is not None else 1.0 for n in params}
+    pre = {k: {n: 1.0 / (v[n].sqrt() + eps) if v is not None else 1.0 for n in params} for k, v in steps.items()}
 
     def grad(scalar):
         gs = torch.autograd.grad(scalar, list(params.values()), allow_unused=True)
         return {n: torch.zeros_like(p) if g is None else g for (n, p), g in zip(params.items(), gs)}
     dq = [grad(q(model)) for q in quantities]
-    out = []
+    out = {k: [] for k in steps}
     for b in batches:
         g = grad(loss(model, b))
-        out.append([-sum(float((d[n] * pre[n] * g[n]).sum()) for n in params) for d in dq])
-    return np.array(out)
+        for k, P in pre.items():
+            out[k].append([-sum(float((d[n] * P[n] * g[n]).sum()) for n in params) for d in dq])
+    return {k: np.array(v) for k, v in out.items()}
 
 
 def summarize(derivs: np.ndarray) -> list[dict]:

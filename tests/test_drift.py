@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from icl_core.checkpoints import load_checkpoint
-from icl_core.drift import batch_derivatives, load_runs, second_moments, summarize
+from icl_core.drift import batch_derivatives, batch_rates, load_runs, second_moments, summarize
 from icl_core.models import KernelTransformer
 from icl_core.tasks import GPTask
 from icl_core.training import train
@@ -46,6 +46,17 @@ def test_the_pull_of_the_gradient_matches_its_closed_form_and_its_sign():
     v = {"w": torch.tensor([4.0, 1.0], dtype=torch.float64)}
     pre = batch_derivatives(Line([0.0, 0.0]), q, _loss, _batches(8, 0.0), moments=v, eps=0.0)
     np.testing.assert_allclose(pre[:, 0], batch_derivatives(Line([0.0, 0.0]), q, _loss, _batches(8, 0.0))[:, 0] / 2)
+
+
+def test_several_steps_at_once_equal_each_step_alone():
+    q = [lambda m: m.w[0], lambda m: (m.w ** 2).sum()]
+    v = {"w": torch.tensor([4.0, 0.25], dtype=torch.float64)}
+    both = batch_rates(Line([0.5, -1.0]), q, _loss, _batches(5, 0.3), {"gd": None, "adam": v})
+    np.testing.assert_allclose(both["gd"], batch_derivatives(Line([0.5, -1.0]), q, _loss, _batches(5, 0.3)))
+    np.testing.assert_allclose(both["adam"], batch_derivatives(Line([0.5, -1.0]), q, _loss, _batches(5, 0.3), moments=v))
+    assert not np.allclose(both["gd"], both["adam"])
+    with pytest.raises(ValueError, match="steps"):
+        batch_rates(Line([0.0, 0.0]), q, _loss, _batches(2, 0.0), {})
 
 
 def test_summarize_needs_two_batches():

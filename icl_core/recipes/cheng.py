@@ -25,7 +25,7 @@ import torch
 
 from ..baselines import gp_posterior_mean
 from ..checkpoints import load_checkpoint
-from ..drift import batch_derivatives, load_runs, summarize
+from ..drift import batch_rates, load_runs, summarize
 from ..ensembles import stacked_params, unstack_into
 from ..kernels import KERNELS
 from ..models import KernelTransformer
@@ -461,8 +461,9 @@ def _drift_at(cfg, kernel: str, act: str, mode: str, path: str, batches: int) ->
     out = {"step": int(state["step"]), "batches": batches, "gd": [], "adam": [],
            "dist": [[float(q(m).detach()) for q in quantities] for m in models]}
     for m, v in zip(models, moments):
-        out["gd"].append(summarize(batch_derivatives(m, quantities, loss, prompts)))
-        out["adam"].append(summarize(batch_derivatives(m, quantities, loss, prompts, moments=v)))
+        rates = batch_rates(m, quantities, loss, prompts, {"gd": None, "adam": v})
+        out["gd"].append(summarize(rates["gd"]))
+        out["adam"].append(summarize(rates["adam"]))
     return out
 
 
