@@ -233,6 +233,28 @@ def test_drift_probe_reads_a_kept_state_and_names_a_bad_pair(tmp_path):
         cheng.drift_probe("long_5", "exp/linear", **over)
 
 
+def test_drift_probe_is_kept_with_its_piece_and_read_back(tmp_path, monkeypatch):
+    over = dict(seeds=2, batch_size=8, steps=4, trace_every=2, test_prompts=20, n=6, steps_by_pair={},
+                checkpoint_dir=str(tmp_path / "pieces"), drift_batches=2, pairs=[["relu", "linear"]])
+    cfg = {**config("cheng.figure3", "long_5"), **over}
+    first = cheng.figure3_recipe(cfg, "cpu")
+    path = tmp_path / "pieces" / "t3-relu_linear_A0-n6-L3.json"
+    piece = json.loads(path.read_text())
+    assert piece["drift"] == first.metrics["relu_linear_A0_drift"] and piece["drift"]["step"] == 4
+    calls = []
+    real = cheng._drift_at
+    monkeypatch.setattr(cheng, "_drift_at", lambda *a: calls.append(a) or real(*a))
+    assert cheng.figure3_recipe(cfg, "cpu").metrics == first.metrics and calls == []     # read, not computed
+    del piece["drift"]                                   # a piece saved before probes were kept
+    path.write_text(json.dumps(piece) + "\n")
+    assert cheng.figure3_recipe(cfg, "cpu").metrics == first.metrics and len(calls) == 1
+    assert json.loads(path.read_text()) == {**piece, "drift": first.metrics["relu_linear_A0_drift"]}
+    cheng.figure3_recipe({**cfg, "drift_batches": 3}, "cpu")       # another probe size is computed again
+    assert len(calls) == 2 and json.loads(path.read_text())["drift"]["batches"] == 3
+    cheng.figure3_recipe({**cfg, "steps": 6}, "cpu")               # trained on: the new state's probe
+    assert len(calls) == 3 and json.loads(path.read_text())["drift"]["step"] == 6
+
+
 def test_drift_table_counts_the_pulls():
     from icl_core.results import Result
     cell = lambda mean, pull: {"mean": mean, "se": 0.1, "sd": 1.0, "pull": pull}

@@ -143,6 +143,15 @@ def _piece(cfg, name: str, compute, extra_keys: tuple = ()) -> dict:
     return value
 
 
+def _amend_piece(cfg, name: str, **values) -> None:
+    """Add ``values`` (JSON values computed from the piece's kept state, such as its drift
+    probe) to the saved piece ``name`` of :func:`_piece`, leaving its settings and time as they are."""
+    folder = cfg.get("checkpoint_dir")
+    if folder and (Path(folder) / name).exists():
+        path = Path(folder) / name
+        _atomic_write_bytes(path, (json.dumps({**json.loads(path.read_text()), **values}) + "\n").encode())
+
+
 def _fit(cfg, kernel, n, activations, depth, device, tag):
     """``(per-seed test losses, tenths of the training loss, clamped share)`` of one trained
     setting, reused from ``cfg["checkpoint_dir"]`` when a piece with the same settings is there."""
@@ -383,11 +392,14 @@ def figure3_recipe(cfg, device) -> Result:
     effect on the output). Each traced run is a piece of ``checkpoint_dir`` when one is given.
     ``steps_by_pair`` (optional): ``{"kernel/activation": steps}`` for the pairs trained longer
     than ``steps`` (entries for pairs not in ``pairs`` are ignored). ``drift_batches`` (optional):
-    record :func:`drift_probe` with that many batches at each run's kept state."""
+    record :func:`drift_probe` with that many batches at each run's kept state; the probe is
+    saved in the piece when it is made (its one-core time in the piece's), so that assembling
+    the result again reads it, and added to a piece made before probes were saved."""
     arrays, metrics = {}, {}
     modes = cfg.get("a_modes", ["A0", "Afree"])
     if not modes or set(modes) - {"A0", "Afree"}:
         raise ValueError(f"a_modes must be a non-empty list of 'A0' (A fixed at 0) and 'Afree', got {modes!r}")
+    probe_batches = check_int("drift_batches", cfg["drift_batches"], minimum=2) if cfg.get("drift_batches") else 0
     longer = _longer_steps(cfg, "steps_by_pair", {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS},
                            f"'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations {list(ACTIVATIONS)})")
     for kernel, act in cfg["pairs"]:
@@ -424,8 +436,12 @@ def figure3_recipe(cfg, device) -> Result:
                               for l in range(m.B.shape[0])]
                              + ([float(m.A[l, 0].norm()) for l in range(m.A.shape[0] - 1)] if m.A is not None else [])
                              for m in models]
-                return {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in trace],
-                        "dist": [v for _, v in trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
+                value = {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in trace],
+                         "dist": [v for _, v in trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
+                kept = _state(pcfg, name)
+                if probe_batches and kept and Path(kept).exists():   # kept with the piece: the result reuses it
+                    value["drift"] = _drift_at(pcfg, kernel, act, "A0" if fix_A else "Afree", kept, probe_batches)
+                return value
             got = _piece(pcfg, name, compute, extra_keys=("trace_every",) + (("init_from",) if cfg.get("init_from") else ()))
             traj = np.array(got["dist"])                         # (S, seeds, matrices)
             arrays[f"{key}/steps"] = np.array(got["steps"])
@@ -436,9 +452,12 @@ def figure3_recipe(cfg, device) -> Result:
             if "norms" in got:                                   # pieces made before norms were kept lack them
                 metrics[f"{key}_norms_end"] = np.mean(got["norms"], 0).tolist()
             state = _state(pcfg, name)
-            if cfg.get("drift_batches") and state and Path(state).exists():    # gradient or noise? (drift_probe)
-                metrics[f"{key}_drift"] = _drift_at(pcfg, kernel, act, "A0" if fix_A else "Afree", state,
-                                                    check_int("drift_batches", cfg["drift_batches"], minimum=2))
+            if probe_batches and state and Path(state).exists():    # gradient or noise? (drift_probe)
+                probe = got.get("drift")
+                if probe is None or probe["batches"] != probe_batches:     # a piece made before probes were kept
+                    probe = _drift_at(pcfg, kernel, act, "A0" if fix_A else "Afree", state, probe_batches)
+                    _amend_piece(pcfg, name, drift=probe)
+                metrics[f"{key}_drift"] = probe
     metrics["pieces_seconds"] = _pieces_seconds(cfg, 3)
     return Result("cheng.figure3", "", cfg, metrics, arrays)
 
