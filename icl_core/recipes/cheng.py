@@ -517,9 +517,10 @@ def drift_probe(scale: str, pair: str, mode: str = "A0", batches: int = 64, **ov
     # Figure 4(a) alone, trained on: on noiseless linear data (Bayes loss 0) every model was still
     # improving at mid's 2,000 steps; long_ab's one-head linear model at L = 3, n = 14 passed the
     # convergence gate at 14,000 (3.2% over the last tenth; 26.6% at 10,000). At 14,000 steps L = 1 and 3 had
-    # converged, L = 5 and 7 were still falling 15-49% per tenth at log loss -11 to -12: trained on to 40,000
+    # converged, L = 5 and 7 were still falling 15-49% per tenth at log loss -11 to -12: trained on to 40,000;
+    # there still falling 11-208% per tenth at log loss -12 to -17 (Bayes -18.0, the jitter): on to 70,000
     long_a=dict(**{**COMMON_MID, "steps": 14000}, kernels=["linear"], n=14, depths=[1, 3, 5, 7],
-                steps_by_depth={"5": 40000, "7": 40000}, checkpoint_dir="results/cheng.figure4/long_a/pieces"),
+                steps_by_depth={"5": 70000, "7": 70000}, checkpoint_dir="results/cheng.figure4/long_a/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7]),
     description="Cheng et al. Fig. 4: one linear head, one exp head, or both, on linear, exp "
                 "and composite-kernel data.",
