@@ -146,9 +146,8 @@ def _piece(cfg, name: str, compute, extra_keys: tuple = ()) -> dict:
 def _amend_piece(cfg, name: str, **values) -> None:
     """Add ``values`` (JSON values computed from the piece's kept state, such as its drift
     probe) to the saved piece ``name`` of :func:`_piece`, leaving its settings and time as they are."""
-    folder = cfg.get("checkpoint_dir")
-    if folder and (Path(folder) / name).exists():
-        path = Path(folder) / name
+    path = Path(cfg["checkpoint_dir"]) / name if cfg.get("checkpoint_dir") else None
+    if path is not None and path.exists():
         _atomic_write_bytes(path, (json.dumps({**json.loads(path.read_text()), **values}) + "\n").encode())
 
 
@@ -454,7 +453,7 @@ def figure3_recipe(cfg, device) -> Result:
             state = _state(pcfg, name)
             if probe_batches and state and Path(state).exists():    # gradient or noise? (drift_probe)
                 probe = got.get("drift")
-                if probe is None or probe["batches"] != probe_batches:     # a piece made before probes were kept
+                if probe is None or probe["batches"] != probe_batches:   # saved before probes were, or another count
                     probe = _drift_at(pcfg, kernel, act, "A0" if fix_A else "Afree", state, probe_batches)
                     _amend_piece(pcfg, name, drift=probe)
                 metrics[f"{key}_drift"] = probe
