@@ -392,8 +392,8 @@ def figure3_recipe(cfg, device) -> Result:
     ``steps_by_pair`` (optional): ``{"kernel/activation": steps}`` for the pairs trained longer
     than ``steps`` (entries for pairs not in ``pairs`` are ignored). ``drift_batches`` (optional):
     record :func:`drift_probe` with that many batches at each run's kept state; the probe is
-    saved in the piece when it is made (its one-core time in the piece's), so that assembling
-    the result again reads it, and added to a piece made before probes were saved."""
+    added to the piece (not to its one-core time), so that assembling the result again reads it
+    (a piece trained on is saved without it: its new state is probed)."""
     arrays, metrics = {}, {}
     modes = cfg.get("a_modes", ["A0", "Afree"])
     if not modes or set(modes) - {"A0", "Afree"}:
@@ -435,12 +435,8 @@ def figure3_recipe(cfg, device) -> Result:
                               for l in range(m.B.shape[0])]
                              + ([float(m.A[l, 0].norm()) for l in range(m.A.shape[0] - 1)] if m.A is not None else [])
                              for m in models]
-                value = {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in trace],
-                         "dist": [v for _, v in trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
-                kept = _state(pcfg, name)
-                if probe_batches and kept and Path(kept).exists():   # kept with the piece: the result reuses it
-                    value["drift"] = _drift_at(pcfg, kernel, act, "A0" if fix_A else "Afree", kept, probe_batches)
-                return value
+                return {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in trace],
+                        "dist": [v for _, v in trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
             got = _piece(pcfg, name, compute, extra_keys=("trace_every",) + (("init_from",) if cfg.get("init_from") else ()))
             traj = np.array(got["dist"])                         # (S, seeds, matrices)
             arrays[f"{key}/steps"] = np.array(got["steps"])
@@ -453,7 +449,7 @@ def figure3_recipe(cfg, device) -> Result:
             state = _state(pcfg, name)
             if probe_batches and state and Path(state).exists():    # gradient or noise? (drift_probe)
                 probe = got.get("drift")
-                if probe is None or probe["batches"] != probe_batches:   # saved before probes were, or another count
+                if probe is None or probe["batches"] != probe_batches:   # new or trained-on piece, or another count
                     probe = _drift_at(pcfg, kernel, act, "A0" if fix_A else "Afree", state, probe_batches)
                     _amend_piece(pcfg, name, drift=probe)
                 metrics[f"{key}_drift"] = probe
