@@ -150,11 +150,33 @@ def test_figure4_gates_say_which_differences_the_seed_spread_leaves_unresolved()
     claims = all_claims()
     wide = evaluate(claims["cheng.fig4a_mid"], _fig4(spread=1.0), "mid")
     assert wide["verdict"] == INCONCLUSIVE
-    assert "not every difference resolved to within the margin" in wide["gate"], wide["gate"]
+    assert "not every difference resolved to a side of the margin" in wide["gate"], wide["gate"]
     assert "not every difference beyond the seed spread" in evaluate(
         claims["cheng.fig4c_mid"], _fig4(spread=1.0), "mid")["gate"]
     tight = evaluate(claims["cheng.fig4a_mid"], _fig4(), "mid")["gate"]
     assert "every difference resolved" in tight and "not every" not in tight, tight
+
+
+def test_a_difference_resolved_above_the_margin_decides_as_well_as_however_wide():
+    """'As well as' (difference below the margin at every depth) is decided by a difference whose
+    mean +- 2 SE lies wholly above the margin, though it is far wider than the margin; one whose
+    2 SE straddle it stays open, and so does a claim whose other depths are open but none above."""
+    claims = all_claims()
+    far = evaluate(claims["cheng.fig4a_mid"], _fig4(shift_two=5.0, spread=1.0), "mid")
+    assert far["verdict"] == DIFFERS and "L=7 +5.828 +- 0.965 above" in far["gate"], far["gate"]
+    one = _fig4(spread=1.0)            # every depth open ...
+    one["mid_fig4_seeds"]["linear/linear+exp"][3] = list(np.array(one["mid_fig4_seeds"]["linear/linear"][3]) + 5.0
+                                                          + 0.01 * np.arange(3))    # ... but L = 7, resolved above
+    got = evaluate(claims["cheng.fig4a_mid"], one, "mid")
+    assert got["verdict"] == DIFFERS and "a difference resolved above the margin" in got["gate"], got["gate"]
+    straddle = _fig4()                 # every depth 0.3 +- 1.15 (2 SE): open, none above
+    straddle["mid_fig4_seeds"]["linear/linear+exp"] = [list(np.array(x) + 0.3 + np.array([-1.0, 0.0, 1.0]))
+                                                       for x in straddle["mid_fig4_seeds"]["linear/linear"]]
+    near = evaluate(claims["cheng.fig4a_mid"], straddle, "mid")
+    assert near["verdict"] == INCONCLUSIVE and "none above it" in near["gate"], near["gate"]
+    below = _fig4(shift_two=-0.2, spread=0.05)     # wider than the margin, but every depth wholly below it
+    got = evaluate(claims["cheng.fig4a_mid"], below, "mid")
+    assert got["verdict"] in HOLDS and "every difference resolved to a side" in got["gate"], got["gate"]
 
 
 def test_the_long_composite_run_has_its_own_fig4c_claim(tmp_path):
@@ -205,6 +227,64 @@ def test_steps_by_depth_trains_those_depths_on_and_names_a_bad_entry(tmp_path):
     for bad in ({"2": 0}, {2: 5}, {"L2": 5}, {"-2": 5}):
         with pytest.raises(ValueError, match="steps_by_depth"):
             cheng.figure4_recipe({**cfg, "steps_by_depth": bad}, "cpu")
+
+
+def test_figure4_init_from_starts_the_chosen_heads_at_another_scales_state_and_decays_the_lr(tmp_path, monkeypatch):
+    from icl_core.checkpoints import load_checkpoint
+    from icl_core.recipes import RECIPES
+    base = {**config("cheng.figure4", "long_a"), "seeds": 2, "batch_size": 8, "steps": 4, "test_prompts": 20,
+            "depths": [2], "steps_by_depth": {}, "checkpoint_dir": str(tmp_path / "base")}
+    monkeypatch.setitem(RECIPES["cheng.figure4"].configs, "tiny_base", base)
+    cheng.figure4_recipe(base, "cpu")
+    ann = {**config("cheng.figure4", "long_a_anneal"), "seeds": 2, "batch_size": 8, "steps": 3, "test_prompts": 30,
+           "depths": [2], "checkpoint_dir": str(tmp_path / "ann"), "init_from": {"scale": "tiny_base", "step": 4}}
+    got = cheng.figure4_recipe(ann, "cpu")
+    assert sorted(p.name for p in (tmp_path / "ann").glob("*.json")) == [
+        "t4-linear-linear+exp-n14-L2.json", "t4-linear-linear-n14-L2.json"]          # only the heads asked for
+    assert set(cheng.figure4_values(got)["fig4_seeds"]) == {"linear/linear", "linear/linear+exp"}
+    start = load_checkpoint(str(tmp_path / "base" / "t4-linear-linear-n14-L2.pt"))
+    end = load_checkpoint(str(tmp_path / "ann" / "t4-linear-linear-n14-L2.pt"))
+    assert end["step"] == 3 and end["losses"].shape[0] == 3                  # its own history: a fresh run ...
+    moved = [float((end["params"][k] - start["params"][k]).abs().max()) for k in start["params"]]
+    assert 0 < max(moved) < 1                                                # ... from base's parameters
+    lr = end["optimizer"]["param_groups"][0]["lr"]
+    np.testing.assert_allclose(lr, ann["lr"] * ann["lr_decay"] ** 3)        # decayed every step
+    assert json.loads((tmp_path / "ann" / "t4-linear-linear-n14-L2.json").read_text())["settings"]["lr_decay"] \
+        == ann["lr_decay"]
+    with pytest.raises(ValueError, match="stands at step 4"):
+        cheng.figure4_recipe({**ann, "checkpoint_dir": str(tmp_path / "bad"),
+                              "init_from": {"scale": "tiny_base", "step": 3}}, "cpu")
+    for bad in (["two"], "linear", []):
+        with pytest.raises(ValueError, match="heads must be"):
+            cheng.figure4_recipe({**ann, "heads": bad}, "cpu")
+
+
+def test_fig4a_anneal_reads_long_a_with_the_annealed_depths_in_place():
+    claim = all_claims()["cheng.fig4a_anneal"]
+    cfg = config("cheng.figure4", "long_a_anneal")
+    assert claim.source == "cheng.figure4/long_a_anneal" and cfg["init_from"]["scale"] == "long_a"
+    assert cfg["init_from"]["step"] == config("cheng.figure4", "long_a")["steps_by_depth"]["5"]
+    assert "decayed 100-fold" in claim.reduced["long_a_anneal"] and "30,000 prompts" in claim.reduced["long_a_anneal"]
+    np.testing.assert_allclose(cfg["lr_decay"] ** cfg["steps"], 0.01, rtol=1e-6)
+    long = {k.replace("mid_", "long_a_"): v for k, v in _fig4().items()}
+    assert evaluate(claim, long, "long_a_anneal")["verdict"] == VERDICTS[-1]   # without the annealed run: not run
+    worse = {k.replace("mid_", "long_a_"): v for k, v in _fig4(shift_two=0.3).items()}
+    ann = {"long_a_anneal_fig4_depths": [5, 7],
+           "long_a_anneal_fig4_seeds": {k: [long["long_a_fig4_seeds"][k][i] for i in (2, 3)]
+                                        for k in ("linear/linear", "linear/linear+exp")},
+           "long_a_anneal_fig4_tenths": {f"linear/{m} L={L}": [1.0, 1.0] for m in ("linear", "linear+exp")
+                                         for L in (5, 7)}}
+    assert evaluate(claim, {**long, **ann}, "long_a_anneal")["verdict"] in HOLDS
+    # long_a's own L = 5, 7 (two heads 0.3 worse) are replaced by the annealed runs ...
+    mixed = {**worse, "long_a_fig4_seeds": {**worse["long_a_fig4_seeds"],
+                                            "linear/linear+exp": [long["long_a_fig4_seeds"]["linear/linear+exp"][i]
+                                                                  if i < 2 else worse["long_a_fig4_seeds"]
+                                                                  ["linear/linear+exp"][i] for i in range(4)],
+                                            "linear/linear": long["long_a_fig4_seeds"]["linear/linear"]}}
+    assert evaluate(claim, {**mixed, **ann}, "long_a_anneal")["verdict"] in HOLDS
+    still = {**ann, "long_a_anneal_fig4_tenths": {**ann["long_a_anneal_fig4_tenths"],
+                                                   "linear/linear+exp L=7": [1.0, 0.8]}}
+    assert evaluate(claim, {**long, **still}, "long_a_anneal")["verdict"] == INCONCLUSIVE   # ... their tenths too
 
 
 def test_depth_sweep_draws_the_bayes_line_below_every_model():

@@ -104,7 +104,7 @@ def depth_sweep(result: Result, label: str = "", models=None):
     panel per data kernel, the Bayes predictor dashed."""
     label = label or result_label(result)
     a, cfg = result.arrays, result.config
-    models = models or cfg.get("activations") or ["linear", "exp", "linear+exp"]
+    models = models or cfg.get("activations") or cfg.get("heads") or ["linear", "exp", "linear+exp"]
     fig, axes = plt.subplots(1, len(cfg["kernels"]), figsize=(min(4.4 * len(cfg["kernels"]), MAX_WIDTH_IN), 3.6), squeeze=False)
     for ax, kernel in zip(axes[0], cfg["kernels"]):
         for name in models:

@@ -86,7 +86,7 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
     if init is not None:
         unstack_into(models, init)
     fit = train(models, sampler, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
-                grad_clip=1.0, seed=derive_seed(cfg["seed"], tag), n_points=n + 1, device=device,
+                lr_decay=cfg.get("lr_decay"), grad_clip=1.0, seed=derive_seed(cfg["seed"], tag), n_points=n + 1, device=device,
                 trace=trace, trace_every=cfg.get("trace_every", 0) if trace else 0, checkpoint_path=state)
     test = task.sample(cfg["test_prompts"], n + 1, seed=derive_seed(cfg["seed"], 99, n))
     with torch.no_grad():
@@ -97,9 +97,9 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
 
 # the settings a saved piece must share with the run that reuses it
 _PIECE_KEYS = ("seeds", "batch_size", "pool", "steps", "lr", "test_prompts", "seed", "float64", "center",
-               "exp_beta", "softmax_over_n")
+               "exp_beta", "softmax_over_n", "lr_decay")
 # the values of settings added after pieces were first committed, which those pieces were made with
-_PIECE_DEFAULTS = {"exp_beta": 1.0, "softmax_over_n": False}
+_PIECE_DEFAULTS = {"exp_beta": 1.0, "softmax_over_n": False, "lr_decay": None}
 
 
 def _state(cfg, name: str) -> str | None:
@@ -153,14 +153,17 @@ def _amend_piece(cfg, name: str, **values) -> None:
 
 def _fit(cfg, kernel, n, activations, depth, device, tag):
     """``(per-seed test losses, tenths of the training loss, clamped share)`` of one trained
-    setting, reused from ``cfg["checkpoint_dir"]`` when a piece with the same settings is there."""
+    setting, reused from ``cfg["checkpoint_dir"]`` when a piece with the same settings is there.
+    With ``cfg["init_from"]`` a new piece starts from the same piece of that ``cheng.figure<tag>``
+    scale (:func:`_init_from`)."""
     name = f"t{tag}-{kernel}-{'+'.join(activations)}-n{n}-L{depth}.json"
 
     def compute(previous):          # the training losses come back from the state, so tenths span the whole run
+        init = _init_from(cfg, name, f"cheng.figure{tag}") if previous is None and cfg.get("init_from") else None
         _, losses, fit, clamped = _train_eval(cfg, kernel, n, activations, depth, device, tag=tag,
-                                              state=_state(cfg, name))
+                                              state=_state(cfg, name), init=init)
         return {"losses": losses.tolist(), "tenths": tenths(fit.losses, cfg.get("center", "mean")), "clamped": clamped}
-    got = _piece(cfg, name, compute)
+    got = _piece(cfg, name, compute, extra_keys=("init_from",) if cfg.get("init_from") else ())
     return np.array(got["losses"]), got["tenths"], got["clamped"]
 
 
@@ -317,18 +320,17 @@ def _pieces_seconds(cfg, tag) -> float | None:
 _INIT_KEYS = ("seeds", "seed", "float64", "n", "depth", "lr", "exp_beta", "softmax_over_n")
 
 
-def _init_from(cfg, name: str) -> dict:
-    """The parameters (stacked over the seeds) that piece ``name`` of a ``cheng.figure3`` scale
-    with ``init_from = {"scale": s, "step": t}`` starts from: the kept state of the same piece of
-    scale ``s``, which must stand at step ``t`` and share the run's settings but for the batch,
-    the steps and the folder."""
+def _init_from(cfg, name: str, recipe: str = "cheng.figure3") -> dict:
+    """The parameters (stacked over the seeds) that piece ``name`` of a ``recipe`` scale (``cheng.figure3``
+    or ``cheng.figure4``) with ``init_from = {"scale": s, "step": t}`` starts from: the kept state
+    of the same piece of scale ``s``, which must stand at step ``t`` and share the run's settings
+    but for the batch, the steps, the test prompts, the learning-rate decay and the folder."""
     src = cfg["init_from"]
     if not isinstance(src, dict) or set(src) != {"scale", "step"}:
-        raise ValueError(f"init_from must be {{'scale': a cheng.figure3 scale, 'step': its state's step}}, got {src!r}")
-    other = RECIPES["cheng.figure3"].configs.get(src["scale"])
+        raise ValueError(f"init_from must be {{'scale': a {recipe} scale, 'step': its state's step}}, got {src!r}")
+    other = RECIPES[recipe].configs.get(src["scale"])
     if other is None:
-        raise ValueError(f"init_from's scale must be one of {sorted(RECIPES['cheng.figure3'].configs)}, "
-                         f"got {src['scale']!r}")
+        raise ValueError(f"init_from's scale must be one of {sorted(RECIPES[recipe].configs)}, got {src['scale']!r}")
     differ = [k for k in _INIT_KEYS if other.get(k, _PIECE_DEFAULTS.get(k)) != cfg.get(k, _PIECE_DEFAULTS.get(k))]
     if differ:
         raise ValueError(f"init_from's scale {src['scale']!r} was trained with other {', '.join(differ)}")
@@ -502,6 +504,10 @@ def drift_probe(scale: str, pair: str, mode: str = "A0", batches: int = 64, **ov
     return _drift_at(cfg, kernel, act, mode, path, check_int("batches", batches, minimum=2))
 
 
+FIG4_HEADS = {"linear": ["linear"], "exp": ["exp"], "linear+exp": ["linear", "exp"]}   # Fig. 4's models
+ANNEAL_DECAY = round(0.01 ** (1 / 10000), 12)     # the learning rate's factor per step: 100-fold over 10,000 steps
+
+
 @register(
     "cheng.figure4",
     ci=dict(**COMMON_CI, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3]),
@@ -516,15 +522,31 @@ def drift_probe(scale: str, pair: str, mode: str = "A0", batches: int = 64, **ov
     # there still falling 11-208% per tenth at log loss -12 to -17 (Bayes -18.0, the jitter): on to 70,000
     long_a=dict(**{**COMMON_MID, "steps": 14000}, kernels=["linear"], n=14, depths=[1, 3, 5, 7],
                 steps_by_depth={"5": 70000, "7": 70000}, checkpoint_dir="results/cheng.figure4/long_a/pieces"),
+    # long_a's two models at L = 5, 7 continued from their 70,000-step states with the learning rate decayed
+    # 100-fold over 10,000 steps (fresh Adam), tested on the paper's 30,000 prompts: at the constant 3e-3 the
+    # two-head model's typical batch loss moved 0.2-1.1 in log between tenths, both ways, at log -15 to -17,
+    # and the log test loss of one model on 4,000 prompts varied by up to 2.9 between draws of them (rare
+    # prompts with huge errors; long_a's NOTE). A change of our training, named in the claim
+    long_a_anneal=dict(**{**COMMON_MID, "steps": 10000, "test_prompts": 30000, "lr_decay": ANNEAL_DECAY},
+                       kernels=["linear"], n=14, depths=[5, 7], heads=["linear", "linear+exp"],
+                       init_from={"scale": "long_a", "step": 70000},
+                       checkpoint_dir="results/cheng.figure4/long_a_anneal/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3, 5, 7]),
     description="Cheng et al. Fig. 4: one linear head, one exp head, or both, on linear, exp "
                 "and composite-kernel data.",
 )
 def figure4_recipe(cfg, device) -> Result:
     """The composite kernel follows the paper's formula, (u1v1 + u2v2)/2 + exp((u3v3 + u4v4 +
-    u5v5)/2)/2 (the code's variant swaps the parts); depths from the code ({1, 3, 5, 7})."""
+    u5v5)/2)/2 (the code's variant swaps the parts); depths from the code ({1, 3, 5, 7}).
+    ``heads`` (optional, default all three): which of the models "linear", "exp" (one head) and
+    "linear+exp" (two heads) to train. ``init_from`` (optional): start each piece from the same
+    piece of another ``cheng.figure4`` scale (:func:`_init_from`); ``lr_decay``: the learning
+    rate's factor per step."""
     arrays, metrics = {"depths": np.array(cfg["depths"])}, {}
-    models = {"linear": ["linear"], "exp": ["exp"], "linear+exp": ["linear", "exp"]}
+    heads = cfg.get("heads", list(FIG4_HEADS))
+    if not isinstance(heads, list) or not heads or set(heads) - set(FIG4_HEADS):
+        raise ValueError(f"heads must be a non-empty list of {list(FIG4_HEADS)}, got {heads!r}")
+    models = {k: v for k, v in FIG4_HEADS.items() if k in heads}
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, cfg["n"]))
         for name, acts in models.items():
@@ -1129,7 +1151,7 @@ def figure4_values(result: Result, prefix: str = "") -> dict:
     P, depths = prefix, [int(L) for L in a["depths"]]
     out = {f"{P}fig4_depths": depths, f"{P}fig4_seeds": {}, f"{P}fig4_tenths": {}}
     for kernel in cfg["kernels"]:
-        for name in ("linear", "exp", "linear+exp"):
+        for name in (h for h in FIG4_HEADS if h in cfg.get("heads", FIG4_HEADS)):
             out[f"{P}fig4_seeds"][f"{kernel}/{name}"] = a[f"{kernel}/{name}"].tolist()
             for L, t in zip(depths, m[f"{kernel}_{name}_tenths"]):
                 out[f"{P}fig4_tenths"][f"{kernel}/{name} L={L}"] = t
@@ -1146,11 +1168,19 @@ def _fig4_diffs(v, P, kernel, other):
 
 
 def _margin_gate(diffs: dict) -> Gate:
-    """Passes when every difference of :func:`_fig4_diffs` is resolved to within the 'as well as'
-    margin: twice its standard error below ``FIG4_AS_GOOD``; the reason gives each 2 SE."""
-    ok = all(2 * se < FIG4_AS_GOOD for _, se in diffs.values())
-    return Gate(ok, f"{'every' if ok else 'not every'} difference resolved to within the margin (2 SE < "
-                    f"{FIG4_AS_GOOD}): 2 SE " + ", ".join(f"L={L} {2 * se:.3f}" for L, (_, se) in diffs.items()))
+    """Passes when the differences of :func:`_fig4_diffs` decide the 'as well as' margin
+    ``FIG4_AS_GOOD``: every one resolved to a side of it (its mean plus or minus two standard
+    errors below it, or above it), or one resolved above it (the claim then fails at that depth,
+    whatever the others). A difference whose two standard errors straddle the margin leaves it
+    open; the reason gives each difference, its 2 SE and its side."""
+    side = {L: "below" if d + 2 * se < FIG4_AS_GOOD else "above" if d - 2 * se > FIG4_AS_GOOD else "open"
+            for L, (d, se) in diffs.items()}
+    ok = "open" not in side.values() or "above" in side.values()
+    words = ("every difference resolved to a side of the margin" if "open" not in side.values() else
+             "a difference resolved above the margin" if ok else
+             "not every difference resolved to a side of the margin, none above it")
+    return Gate(ok, f"{words} ({FIG4_AS_GOOD}; mean +- 2 SE): " + ", ".join(
+        f"L={L} {d:+.3f} +- {2 * se:.3f} {side[L]}" for L, (d, se) in diffs.items()))
 
 
 def _spread_gate(diffs: dict) -> Gate:
@@ -1163,9 +1193,10 @@ def _spread_gate(diffs: dict) -> Gate:
                                 for o, by_L in beyond.items()))
 
 
-def _declare_fig4_as_good(panel: str, k: str, P: str, suffix: str, source: str, reduced: dict):
+def _declare_fig4_as_good(panel: str, k: str, P: str, suffix: str, source: str, reduced: dict, view=None):
     """Fig. 4(a) or (b) (``k``: its data kernel, linear or exp) read from the run under
-    ``source``, whose values carry the prefix ``P``: two heads as good as the h~k head."""
+    ``source``, whose values carry the prefix ``P``: two heads as good as the h~k head.
+    ``view``: the values as the claim reads them (e.g. an :func:`overlay`)."""
     _ccs(f"fig4{panel}{suffix}", "experiments", f"Fig. 4{panel}",
          f"In Figure 4({panel}), K-diamond = K-{k} ... The 2-head Transformer performs as well as the h~{k} Transformer",
          lambda v: Check(all(d < FIG4_AS_GOOD for d, _ in _fig4_diffs(v, P, k, k).values()),
@@ -1174,7 +1205,7 @@ def _declare_fig4_as_good(panel: str, k: str, P: str, suffix: str, source: str, 
                              f"L={L} {d:+.3f}" for L, (d, _) in _fig4_diffs(v, P, k, k).items())),
          all_of(_panels_converged(f"{P}fig4_tenths", [k], acts=("linear+exp", k)),
                 lambda v: _margin_gate(_fig4_diffs(v, P, k, k))),
-         setting=_SETTING, source=source, reduced=reduced)
+         setting=_SETTING, source=source, reduced=reduced, view=view)
 
 
 for _panel, _k in (("a", "linear"), ("b", "exp")):
@@ -1184,6 +1215,19 @@ _declare_fig4_as_good("a", "linear", "long_a_", "_long", "cheng.figure4/long_a",
                       {"long_a": _MID_BUDGET.replace("2,000", _steps("cheng.figure4", "long_a"))
                                  + _longer("cheng.figure4", "long_a", "steps_by_depth", lambda p: f"at L = {', '.join(p)}")
                                  + "; Fig. 4(a) alone (linear data), depths 1, 3, 5, 7"})
+# the same, with L = 5 and 7 annealed from long_a's 70,000-step states (long_a_anneal) and tested on 30,000 prompts
+_ANNEAL = RECIPES["cheng.figure4"].configs["long_a_anneal"]
+_declare_fig4_as_good("a", "linear", "long_a_long_a_anneal_", "_anneal", "cheng.figure4/long_a_anneal",
+                      {"long_a_anneal": _MID_BUDGET.replace("2,000", _steps("cheng.figure4", "long_a"))
+                                        + _longer("cheng.figure4", "long_a", "steps_by_depth",
+                                                  lambda p: f"at L = {', '.join(p)}")
+                                        + f"; then at L = 5, 7 (one head and two heads) from those states "
+                                          f"{_ANNEAL['steps']:,} steps with the learning rate decayed 100-fold "
+                                          f"(x{_ANNEAL['lr_decay']} a step, fresh Adam), tested on "
+                                          f"{_ANNEAL['test_prompts']:,} prompts: a change of our training (the "
+                                          "paper states no learning rate or schedule); Fig. 4(a) alone (linear "
+                                          "data), depths 1, 3, 5, 7"},
+                      view=overlay("fig4", "depths", "long_a_", "long_a_anneal_", "long_a_long_a_anneal_"))
 
 
 def _declare_fig4c(P, suffix, source, reduced):
