@@ -86,7 +86,8 @@ def _train_eval(cfg, data_kernel, n, activations, depth, device, fix_A=False, ta
     if init is not None:
         unstack_into(models, init)
     fit = train(models, sampler, cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
-                lr_decay=cfg.get("lr_decay"), grad_clip=1.0, seed=derive_seed(cfg["seed"], tag), n_points=n + 1, device=device,
+                lr_decay=cfg.get("lr_decay"), grad_clip=1.0, seed=derive_seed(cfg["seed"], tag), n_points=n + 1,
+                device=device,
                 trace=trace, trace_every=cfg.get("trace_every", 0) if trace else 0, checkpoint_path=state)
     test = task.sample(cfg["test_prompts"], n + 1, seed=derive_seed(cfg["seed"], 99, n))
     with torch.no_grad():
