@@ -118,7 +118,8 @@ def _piece(cfg, name: str, compute, extra_keys: tuple = ()) -> dict:
     as ``previous`` (None otherwise) and the wall times add up. Any other difference raises:
     pass another folder or remove it."""
     folder = cfg.get("checkpoint_dir")
-    settings = {k: cfg.get(k, _PIECE_DEFAULTS.get(k)) for k in _PIECE_KEYS + tuple(extra_keys)}
+    keys = _PIECE_KEYS + tuple(extra_keys) + (("init_from",) if cfg.get("init_from") else ())   # started elsewhere
+    settings = {k: cfg.get(k, _PIECE_DEFAULTS.get(k)) for k in keys}
     path = Path(folder) / name if folder else None
     state = _state(cfg, name)
     previous, seconds = None, 0.0
@@ -164,7 +165,7 @@ def _fit(cfg, kernel, n, activations, depth, device, tag):
         _, losses, fit, clamped = _train_eval(cfg, kernel, n, activations, depth, device, tag=tag,
                                               state=_state(cfg, name), init=init)
         return {"losses": losses.tolist(), "tenths": tenths(fit.losses, cfg.get("center", "mean")), "clamped": clamped}
-    got = _piece(cfg, name, compute, extra_keys=("init_from",) if cfg.get("init_from") else ())
+    got = _piece(cfg, name, compute)
     return np.array(got["losses"]), got["tenths"], got["clamped"]
 
 
@@ -440,7 +441,7 @@ def figure3_recipe(cfg, device) -> Result:
                              for m in models]
                 return {"losses": losses.tolist(), "norms": norms, "steps": [t for t, _ in trace],
                         "dist": [v for _, v in trace], "tenths": tenths(fit.losses, cfg.get("center", "mean"))}
-            got = _piece(pcfg, name, compute, extra_keys=("trace_every",) + (("init_from",) if cfg.get("init_from") else ()))
+            got = _piece(pcfg, name, compute, extra_keys=("trace_every",))
             traj = np.array(got["dist"])                         # (S, seeds, matrices)
             arrays[f"{key}/steps"] = np.array(got["steps"])
             arrays[f"{key}/dist"] = traj
@@ -509,6 +510,15 @@ FIG4_HEADS = {"linear": ["linear"], "exp": ["exp"], "linear+exp": ["linear", "ex
 ANNEAL_DECAY = round(0.01 ** (1 / 10000), 12)     # the learning rate's factor per step: 100-fold over 10,000 steps
 
 
+def _fig4_heads(cfg) -> list[str]:
+    """The models a ``cheng.figure4`` config trains (``heads``, default all of ``FIG4_HEADS``), in
+    ``FIG4_HEADS``'s order."""
+    heads = cfg.get("heads", list(FIG4_HEADS))
+    if not isinstance(heads, list) or not heads or set(heads) - set(FIG4_HEADS):
+        raise ValueError(f"heads must be a non-empty list of {list(FIG4_HEADS)}, got {heads!r}")
+    return [k for k in FIG4_HEADS if k in heads]
+
+
 @register(
     "cheng.figure4",
     ci=dict(**COMMON_CI, kernels=["linear", "exp", "composite"], n=14, depths=[1, 3]),
@@ -544,10 +554,7 @@ def figure4_recipe(cfg, device) -> Result:
     piece of another ``cheng.figure4`` scale (:func:`_init_from`); ``lr_decay``: the learning
     rate's factor per step."""
     arrays, metrics = {"depths": np.array(cfg["depths"])}, {}
-    heads = cfg.get("heads", list(FIG4_HEADS))
-    if not isinstance(heads, list) or not heads or set(heads) - set(FIG4_HEADS):
-        raise ValueError(f"heads must be a non-empty list of {list(FIG4_HEADS)}, got {heads!r}")
-    models = {k: v for k, v in FIG4_HEADS.items() if k in heads}
+    models = {k: FIG4_HEADS[k] for k in _fig4_heads(cfg)}
     for kernel in cfg["kernels"]:
         arrays[f"{kernel}/bayes"] = np.array(bayes_loss(cfg, kernel, cfg["n"]))
         for name, acts in models.items():
@@ -1152,7 +1159,7 @@ def figure4_values(result: Result, prefix: str = "") -> dict:
     P, depths = prefix, [int(L) for L in a["depths"]]
     out = {f"{P}fig4_depths": depths, f"{P}fig4_seeds": {}, f"{P}fig4_tenths": {}}
     for kernel in cfg["kernels"]:
-        for name in (h for h in FIG4_HEADS if h in cfg.get("heads", FIG4_HEADS)):
+        for name in _fig4_heads(cfg):
             out[f"{P}fig4_seeds"][f"{kernel}/{name}"] = a[f"{kernel}/{name}"].tolist()
             for L, t in zip(depths, m[f"{kernel}_{name}_tenths"]):
                 out[f"{P}fig4_tenths"][f"{kernel}/{name} L={L}"] = t
@@ -1212,17 +1219,14 @@ def _declare_fig4_as_good(panel: str, k: str, P: str, suffix: str, source: str, 
 for _panel, _k in (("a", "linear"), ("b", "exp")):
     _declare_fig4_as_good(_panel, _k, "mid_", "_mid", "cheng.figure4/mid", {"mid": _MID_BUDGET + "; depths 1, 3, 5, 7"})
 # panel (a) trained on: on noiseless linear data both models were still improving at 2,000 steps
+_LONG_A_BUDGET = (_MID_BUDGET.replace("2,000", _steps("cheng.figure4", "long_a"))
+                  + _longer("cheng.figure4", "long_a", "steps_by_depth", lambda p: f"at L = {', '.join(p)}"))
 _declare_fig4_as_good("a", "linear", "long_a_", "_long", "cheng.figure4/long_a",
-                      {"long_a": _MID_BUDGET.replace("2,000", _steps("cheng.figure4", "long_a"))
-                                 + _longer("cheng.figure4", "long_a", "steps_by_depth", lambda p: f"at L = {', '.join(p)}")
-                                 + "; Fig. 4(a) alone (linear data), depths 1, 3, 5, 7"})
+                      {"long_a": _LONG_A_BUDGET + "; Fig. 4(a) alone (linear data), depths 1, 3, 5, 7"})
 # the same, with L = 5 and 7 annealed from long_a's 70,000-step states (long_a_anneal) and tested on 30,000 prompts
 _ANNEAL = RECIPES["cheng.figure4"].configs["long_a_anneal"]
 _declare_fig4_as_good("a", "linear", "long_a_long_a_anneal_", "_anneal", "cheng.figure4/long_a_anneal",
-                      {"long_a_anneal": _MID_BUDGET.replace("2,000", _steps("cheng.figure4", "long_a"))
-                                        + _longer("cheng.figure4", "long_a", "steps_by_depth",
-                                                  lambda p: f"at L = {', '.join(p)}")
-                                        + f"; then at L = 5, 7 (one head and two heads) from those states "
+                      {"long_a_anneal": _LONG_A_BUDGET + f"; then at L = 5, 7 (one head and two heads) from those states "
                                           f"{_ANNEAL['steps']:,} steps with the learning rate decayed 100-fold "
                                           f"(x{_ANNEAL['lr_decay']} a step, fresh Adam), tested on "
                                           f"{_ANNEAL['test_prompts']:,} prompts: a change of our training (the "
