@@ -178,11 +178,35 @@ def assess(rec, notebook: str, scale: str, device: str = "", results: dict | Non
                 rows.append(row)
                 continue
             row = evaluate(claim, rec, res.scale, res.provenance.get("device", ""))
+            behind = trained_short_of_registration(res)
+            if behind and row["verdict"] != "not run":
+                row.update(verdict="inconclusive", gate=f"failed: {behind}")
         else:
             row = evaluate(claim, rec, scale, device)
         rows.append(row)
     rec.set_claims(rows)
     return rows
+
+
+def trained_short_of_registration(res) -> str:
+    """"" when the committed result ``res`` was trained as its recipe now registers its scale;
+    otherwise the training settings that differ, in words. A scale is registered for more
+    training before that training runs (``steps``, ``steps_by_pair``, ``steps_by_depth``,
+    ``steps_by_kernel``), so until its result is made again the committed one is a shorter run
+    than the budget a claim prints for that scale, and cannot stand for it: :func:`assess` makes
+    such a row *inconclusive* with this reason."""
+    from .recipes import get_recipe     # here: the recipes import this module
+    try:
+        now = get_recipe(res.name).configs.get(res.scale)
+    except ValueError:                  # a recipe this checkout no longer has
+        return ""
+    if now is None:
+        return ""
+    keys = sorted(k for k in set(res.config) | set(now) if k.startswith("steps"))
+    diff = [f"{k} {res.config.get(k)!r}, now registered {now.get(k)!r}" for k in keys
+            if res.config.get(k) != now.get(k)]
+    return (f"the committed result {res.name}/{res.scale} was trained with {'; '.join(diff)}: it is to be made "
+            f"again at the registered budget" if diff else "")
 
 
 def _cell(text) -> str:

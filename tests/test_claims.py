@@ -95,3 +95,24 @@ def test_no_verdict_is_typed_in_notebooks_or_tests():
     out = subprocess.run(["git", "grep", "-nE", pattern, "--", "book", "tests"], capture_output=True, text=True)
     assert out.returncode in (0, 1), out.stderr
     assert not out.stdout, out.stdout
+
+
+def test_a_committed_result_trained_short_of_its_registered_budget_cannot_decide(tmp_path, monkeypatch):
+    from icl_core import claims as C
+    from icl_core.recipes import get_recipe
+    from icl_core.results import Result
+    registered = dict(get_recipe("cheng.figure3").configs["long_5"])
+    c = claim(id="t.src", notebook="t/nb", source="cheng.figure3/long_5")
+    monkeypatch.setitem(C.CLAIMS, "t.src", c)
+    rec = Records(tmp_path / "r.json")
+    rec["x"] = 0.25
+    same = Result("cheng.figure3", "long_5", registered, {})
+    assert C.trained_short_of_registration(same) == ""
+    assert [r["verdict"] for r in C.assess(rec, "t/nb", "ci", results={c.source: same})] == [REPRODUCED]
+    shorter = Result("cheng.figure3", "long_5", {**registered, "steps_by_pair": {"relu/linear": 15000}}, {})
+    why = C.trained_short_of_registration(shorter)
+    assert "steps_by_pair" in why and "15000" in why and "25000" in why
+    row, = C.assess(rec, "t/nb", "ci", results={c.source: shorter})
+    assert row["verdict"] == INCONCLUSIVE and why in row["gate"]
+    missing, = C.assess(rec, "t/nb", "ci", results={c.source: None})
+    assert missing["verdict"] == NOT_RUN
