@@ -1,5 +1,6 @@
 """Declared claims and computed verdicts (icl_core.claims)."""
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -114,5 +115,8 @@ def test_a_committed_result_trained_short_of_its_registered_budget_cannot_decide
     assert "steps_by_pair" in why and "15000" in why and "25000" in why
     row, = C.assess(rec, "t/nb", "ci", results={c.source: shorter})
     assert row["verdict"] == INCONCLUSIVE and why in row["gate"]
+    progress = SimpleNamespace(scale="paper", provenance={})      # a long run's record: no recipe config
+    assert C.trained_short_of_registration(progress) == ""
+    assert [r["verdict"] for r in C.assess(rec, "t/nb", "ci", results={c.source: progress})] == [REPRODUCED]
     missing, = C.assess(rec, "t/nb", "ci", results={c.source: None})
     assert missing["verdict"] == NOT_RUN
