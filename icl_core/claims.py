@@ -190,12 +190,13 @@ def assess(rec, notebook: str, scale: str, device: str = "", results: dict | Non
 
 def trained_short_of_registration(res) -> str:
     """"" when the committed result ``res`` was trained as its recipe now registers its scale;
-    otherwise the training settings that differ, in words. A scale is registered for more
-    training before that training runs (``steps``, ``steps_by_pair``, ``steps_by_depth``,
-    ``steps_by_kernel``), so until its result is made again the committed one is a shorter run
-    than the budget a claim prints for that scale, and cannot stand for it: :func:`assess` makes
-    such a row *inconclusive* with this reason. A committed record that is not a recipe's
-    :class:`~icl_core.results.Result` (a long run's progress: no ``name`` or ``config``) is not checked."""
+    otherwise the training settings that differ, in words: every setting named ``steps*``
+    (``steps``, ``steps_n``, ``steps_by_pair``, ``steps_by_depth``, ``steps_by_kernel``). A scale is
+    registered for more training before that training runs, so until its result is made again
+    the committed one is a shorter run than the budget a claim prints for that scale, and cannot
+    stand for it: :func:`assess` makes such a row *inconclusive* with this reason. A committed
+    record that is not a recipe's :class:`~icl_core.results.Result` (a long run's progress: no
+    ``name`` or ``config``) is not checked."""
     from .recipes import get_recipe     # here: the recipes import this module
     if getattr(res, "name", None) is None or getattr(res, "config", None) is None:
         return ""
