@@ -610,7 +610,8 @@ def _longer_pairs(scale: str) -> str:
     budget text writes them ("; 15,000 steps for the relu/linear and exp/linear runs
     (data/activation)"), or "" where it has none."""
     return _longer("cheng.figure3", scale, "steps_by_pair",
-                   lambda p: f"for the {' and '.join(p)} run{'s' if len(p) > 1 else ''}", " (data/activation)")
+                   lambda p: f"for the {' and '.join([', '.join(p[:-1]), p[-1]] if len(p) > 1 else p)} "
+                             f"run{'s' if len(p) > 1 else ''}", " (data/activation)")
 
 
 def _converged_runs(prefix, frac=0.05):
