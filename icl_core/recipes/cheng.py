@@ -611,9 +611,11 @@ def _longer_pairs(scale: str) -> str:
     """The pairs a ``cheng.figure3`` scale trains past its ``steps`` (``steps_by_pair``) as a
     budget text writes them ("; 15,000 steps for the relu/linear and exp/linear runs
     (data/activation)"), or "" where it has none."""
-    return _longer("cheng.figure3", scale, "steps_by_pair",
-                   lambda p: f"for the {' and '.join([', '.join(p[:-1]), p[-1]] if len(p) > 1 else p)} "
-                             f"run{'s' if len(p) > 1 else ''}", " (data/activation)")
+    def words(pairs):
+        if len(pairs) == 1:
+            return f"for the {pairs[0]} run"
+        return f"for the {', '.join(pairs[:-1])} and {pairs[-1]} runs"
+    return _longer("cheng.figure3", scale, "steps_by_pair", words, " (data/activation)")
 
 
 def _converged_runs(prefix, frac=0.05):
