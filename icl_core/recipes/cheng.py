@@ -378,16 +378,20 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # 14,000 to bring A_1 to 0.04). At 9,000 only linear/relu had every matrix within 0.1 and settled; the other
     # eight were still closing (A_1 0.13-0.78, falling 2-33% over the last tenth; linear/linear's loss halving):
     # those eight are trained on to 13,000. At 13,000 linear/linear (A_1 0.78 -> 0.38, loss still halving every
-    # tenth) and exp/relu (A_1 0.53 -> 0.18, falling 48% over the last tenth) moved most: both on to 17,000
+    # tenth) and exp/relu (A_1 0.53 -> 0.18, falling 48% over the last tenth) moved most: both on to 17,000.
+    # At 13,000/17,000 the runs the gate still held open are trained on: relu/relu and exp/softmax (A_0 0.10 and
+    # 0.11, falling 16% and 20% over the last tenth), linear/softmax (loss falling 7% a tenth, B_2'C_2 and A_1 8%)
+    # to 17,000; linear/linear (loss falling 36%, A_0 0.15 falling 23%) and relu/linear, exp/linear (B_0'C_0
+    # falling 14-16% a tenth at 0.17-0.19, the others 2-6% at 0.23-0.62) to 21,000
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000, **extra}, pairs=FIG3_PAIRS, n=30,
                            depth=3, trace_every=100, a_modes=[mode],
                            checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces", drift_batches=64)
        for fig, mode, extra in (("5", "A0", {"steps_by_pair": {"relu/linear": 25000, "exp/linear": 25000,
                                                                "linear/softmax": 10000, "exp/relu": 10000}}),
                                 ("6", "Afree", {"steps": 9000, "steps_by_pair": {
-                                    **{p: 13000 for p in ("relu/linear", "exp/linear", "relu/relu", "linear/softmax",
-                                                          "relu/softmax", "exp/softmax")},
-                                    "linear/linear": 17000, "exp/relu": 17000}}))},
+                                    "relu/softmax": 13000,
+                                    **{p: 17000 for p in ("relu/relu", "linear/softmax", "exp/softmax", "exp/relu")},
+                                    **{p: 21000 for p in ("linear/linear", "relu/linear", "exp/linear")}}}))},
     # Figure 5's linear-attention runs on relu and exp data, continued from long_5's 25,000-step states at 8x the
     # batch (less noise per step, nearer the paper's 30,000): at batch 1,024 their distances settled near 0.4 while
     # the all-batch gradient's pull was within the noise of single batches (drift_probe). Fresh Adam, fresh data
