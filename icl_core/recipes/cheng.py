@@ -384,7 +384,10 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # to 17,000; linear/linear (loss falling 56% as the gate measures it, A_0 0.15 falling 23%) and relu/linear,
     # exp/linear (B_0'C_0 falling 14-16% a tenth at 0.17-0.19, the others 2-6% at 0.23-0.62) to 21,000. At 21,000 linear/linear's
     # matrices were all within 0.04 of I in every seed, its loss (noiseless labels, 1.6e-6) still falling 11% a
-    # tenth: on to 25,000
+    # tenth: on to 25,000. At 17,000/21,000 the gate held two runs open: linear/softmax (seed 1's B_2'C_2 0.37 -> 0.28
+    # and A_1 0.79 -> 0.58 over 4,000 steps, the all-batch step pulling 12 of 15 distances towards I beyond 2 SE) on
+    # to 25,000; exp/linear (B_0'C_0 0.105 falling 8.6% a tenth, B_1'C_1 0.36 falling 5.6%; pull towards I in 4 of 15,
+    # one batch's spread 10 times the pull) on to 29,000
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000, **extra}, pairs=FIG3_PAIRS, n=30,
                            depth=3, trace_every=100, a_modes=[mode],
                            checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces", drift_batches=64)
@@ -392,8 +395,9 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
                                                                "linear/softmax": 10000, "exp/relu": 10000}}),
                                 ("6", "Afree", {"steps": 9000, "steps_by_pair": {
                                     "relu/softmax": 13000,
-                                    **{p: 17000 for p in ("relu/relu", "linear/softmax", "exp/softmax", "exp/relu")},
-                                    "relu/linear": 21000, "exp/linear": 21000, "linear/linear": 25000}}))},
+                                    **{p: 17000 for p in ("relu/relu", "exp/softmax", "exp/relu")},
+                                    "relu/linear": 21000, "exp/linear": 29000, "linear/linear": 25000,
+                                    "linear/softmax": 25000}}))},
     # Figure 5's linear-attention runs on relu and exp data, continued from long_5's 25,000-step states at 8x the
     # batch (less noise per step, nearer the paper's 30,000): at batch 1,024 their distances settled near 0.4 while
     # the all-batch gradient's pull was within the noise of single batches (drift_probe). Fresh Adam, fresh data
