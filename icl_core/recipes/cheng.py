@@ -392,7 +392,9 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # B_2'C_2 and A_1 (0.41, 0.50) were falling 5.1% a tenth at 21,000: linear/softmax on to 29,000, relu/linear to
     # 29,000, exp/linear to 37,000. At 29,000/37,000 those two were the runs the gate still held open (relu/linear's
     # A_1 0.40 falling 8.4% a tenth, exp/linear's 0.35 falling 8.8%, about 0.07-0.10 per 8,000 steps): relu/linear
-    # on to 37,000, exp/linear to 45,000
+    # on to 37,000, exp/linear to 45,000. At 37,000/45,000 both were still closing at the same pace (A_1 0.34 and
+    # 0.30, falling 8.8% and 9.2% a tenth; 0.04-0.06 per 8,000 steps) with their losses flat: relu/linear on to
+    # 47,000, exp/linear to 55,000
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000, **extra}, pairs=FIG3_PAIRS, n=30,
                            depth=3, trace_every=100, a_modes=[mode],
                            checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces", drift_batches=64)
@@ -401,7 +403,7 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
                                 ("6", "Afree", {"steps": 9000, "steps_by_pair": {
                                     "relu/softmax": 13000,
                                     **{p: 17000 for p in ("relu/relu", "exp/softmax", "exp/relu")},
-                                    "relu/linear": 37000, "exp/linear": 45000, "linear/linear": 25000,
+                                    "relu/linear": 47000, "exp/linear": 55000, "linear/linear": 25000,
                                     "linear/softmax": 29000}}))},
     # Figure 5's linear-attention runs on relu and exp data, continued from long_5's 25,000-step states at 8x the
     # batch (less noise per step, nearer the paper's 30,000): at batch 1,024 their distances settled near 0.4 while
