@@ -393,8 +393,8 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # 29,000, exp/linear to 37,000. At 29,000/37,000 those two were the runs the gate still held open (relu/linear's
     # A_1 0.40 falling 8.4% a tenth, exp/linear's 0.35 falling 8.8%, about 0.07-0.10 per 8,000 steps): relu/linear
     # on to 37,000, exp/linear to 45,000. At 37,000/45,000 both were still closing at the same pace (A_1 0.34 and
-    # 0.30 over the gate's last tenth, falling 8.8% and 9.2%; 0.05-0.07 per 8,000 steps) with their losses flat: relu/linear on to
-    # 47,000, exp/linear to 55,000
+    # 0.30 over the gate's last tenth, falling 8.8% and 9.2%; 0.05-0.07 per 8,000 steps) with their losses flat:
+    # relu/linear on to 47,000, exp/linear to 55,000
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000, **extra}, pairs=FIG3_PAIRS, n=30,
                            depth=3, trace_every=100, a_modes=[mode],
                            checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces", drift_batches=64)
