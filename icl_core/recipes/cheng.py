@@ -373,37 +373,23 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     # flat, exp/linear down 36% over the last tenth): both trained on to 25,000
     # drift_batches: each result records, at every run's last state, whether the gradient or the noise of
     # single batches moves its distances (drift_probe; 64 batches, about 20 one-core seconds per pair)
-    # long_6 (A free): at 5,000 steps no run was within 0.1 of I and every run was still moving (A_1 0.26-0.84),
-    # so all nine pairs are trained on from their kept states to 9,000 steps (Fig. 3(b) alone, long_b, took
-    # 14,000 to bring A_1 to 0.04). At 9,000 only linear/relu had every matrix within 0.1 and settled; the other
-    # eight were still closing (A_1 0.13-0.78, falling 2-33% over the last tenth; linear/linear's loss halving):
-    # those eight are trained on to 13,000. At 13,000 linear/linear (A_1 0.78 -> 0.38, loss still halving every
-    # tenth) and exp/relu (A_1 0.53 -> 0.18, falling 48% over the last tenth) moved most: both on to 17,000.
-    # At 13,000/17,000 the runs the gate still held open are trained on: relu/relu and exp/softmax (A_0 0.10 and
-    # 0.11, falling 16% and 20% over the last tenth), linear/softmax (loss falling 7% a tenth, B_2'C_2 and A_1 8%)
-    # to 17,000; linear/linear (loss falling 56% as the gate measures it, A_0 0.15 falling 23%) and relu/linear,
-    # exp/linear (B_0'C_0 falling 14-16% a tenth at 0.17-0.19, the others 2-6% at 0.23-0.62) to 21,000. At 21,000 linear/linear's
-    # matrices were all within 0.04 of I in every seed, its loss (noiseless labels, 1.6e-6) still falling 11% a
-    # tenth: on to 25,000. At 17,000/21,000 the gate held two runs open: linear/softmax (seed 1's B_2'C_2 0.37 -> 0.28
-    # and A_1 0.79 -> 0.58 over 4,000 steps, the all-batch step pulling 12 of 15 distances towards I beyond 2 SE) on
-    # to 25,000; exp/linear (B_0'C_0 0.105 falling 8.6% a tenth, B_1'C_1 0.36 falling 5.6%; pull towards I in 4 of 15,
-    # one batch's spread 10 times the pull) on to 29,000. At 25,000/29,000 both were still closing (linear/softmax's
-    # A_1 0.20 -> 0.11, falling 22% over the last tenth; exp/linear's A_1 0.51 -> 0.41, 9%), and relu/linear's
-    # B_2'C_2 and A_1 (0.41, 0.50) were falling 5.1% a tenth at 21,000: linear/softmax on to 29,000, relu/linear to
-    # 29,000, exp/linear to 37,000. At 29,000/37,000 those two were the runs the gate still held open (relu/linear's
-    # A_1 0.40 falling 8.4% a tenth, exp/linear's 0.35 falling 8.8%, about 0.07-0.10 per 8,000 steps): relu/linear
-    # on to 37,000, exp/linear to 45,000. At 37,000/45,000 both were still closing at the same pace (A_1 0.34 and
-    # 0.30 over the gate's last tenth, falling 8.8% and 9.2%; 0.05-0.07 per 8,000 steps) with their losses flat:
-    # relu/linear on to 47,000, exp/linear to 55,000
+    # long_6 (A free): all nine pairs trained on from their kept states, round by round, each pair to the
+    # steps the gate still held it open for (the rounds, their numbers and reasons: long_6/NOTE.md). At
+    # 47,000/55,000 relu/linear and exp/linear were still closing (A_1 falling about 0.05 per 10,000 steps,
+    # losses flat); at 17,000 relu/relu's A_0 sat at 0.11 in every seed, 0.01 above the claim's 0.1, with the
+    # all-batch gradient pulling 12 of its 15 distances towards I; at 13,000 relu/softmax's seed 1 had A_0 at
+    # dist 1.00 (its trace gone to 0, norm 0.22 against 0.72 in the other seeds) since 8,000 steps. Twelfth
+    # round: relu/softmax on to 25,000 (does A_0 come back, or shrink towards 0 * I?), relu/relu to 21,000,
+    # relu/linear to 56,000
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000, **extra}, pairs=FIG3_PAIRS, n=30,
                            depth=3, trace_every=100, a_modes=[mode],
                            checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces", drift_batches=64)
        for fig, mode, extra in (("5", "A0", {"steps_by_pair": {"relu/linear": 25000, "exp/linear": 25000,
                                                                "linear/softmax": 10000, "exp/relu": 10000}}),
                                 ("6", "Afree", {"steps": 9000, "steps_by_pair": {
-                                    "relu/softmax": 13000,
-                                    **{p: 17000 for p in ("relu/relu", "exp/softmax", "exp/relu")},
-                                    "relu/linear": 47000, "exp/linear": 55000, "linear/linear": 25000,
+                                    "relu/softmax": 25000, "relu/relu": 21000,
+                                    **{p: 17000 for p in ("exp/softmax", "exp/relu")},
+                                    "relu/linear": 56000, "exp/linear": 55000, "linear/linear": 25000,
                                     "linear/softmax": 29000}}))},
     # Figure 5's linear-attention runs on relu and exp data, continued from long_5's 25,000-step states at 8x the
     # batch (less noise per step, nearer the paper's 30,000): at batch 1,024 their distances settled near 0.4 while
