@@ -127,6 +127,16 @@ def test_steps_by_pair_trains_those_pairs_on_and_names_a_bad_entry(tmp_path):
             cheng.figure3_recipe({**cfg, "steps_by_pair": bad}, "cpu")
 
 
+def test_figure3_pair_steps_gives_each_pair_its_registered_steps():
+    cfg = {"steps": 9, "pairs": [["exp", "softmax"], ["relu", "linear"]],
+           "steps_by_pair": {"relu/linear": 30, "linear/linear": 50}}         # an entry for a pair not run: ignored
+    assert cheng.figure3_pair_steps(cfg) == {"exp/softmax": 9, "relu/linear": 30}
+    assert cheng.figure3_pair_steps({k: v for k, v in cfg.items() if k != "steps_by_pair"}) == {
+        "exp/softmax": 9, "relu/linear": 9}
+    with pytest.raises(ValueError, match="steps_by_pair"):
+        cheng.figure3_pair_steps({**cfg, "steps_by_pair": {"relu/tanh": 6}})
+
+
 def test_figure1_pieces_train_on_too(tmp_path):
     cfg = {**config("cheng.figure1", "mid"), "seeds": 2, "batch_size": 8, "test_prompts": 20, "kernels": ["relu"],
            "activations": ["relu"], "ns": [4], "keep_state": True}

@@ -401,6 +401,14 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
+def figure3_pair_steps(cfg) -> dict[str, int]:
+    """``{"kernel/activation": steps}`` for each pair of a ``cheng.figure3`` config's ``pairs``:
+    its ``steps_by_pair`` entry (checked against the known pairs), else ``steps``."""
+    longer = _longer_steps(cfg, "steps_by_pair", {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS},
+                           f"'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations {list(ACTIVATIONS)})")
+    return {f"{k}/{a}": longer.get(f"{k}/{a}", cfg["steps"]) for k, a in cfg["pairs"]}
+
+
 def figure3_recipe(cfg, device) -> Result:
     """For each (data kernel, activation) pair: A fixed at 0 (Figure 5; Figure 3(a) for
     exp/softmax) and A free (Figure 6; Figure 3(b)), tracing dist(M, I) of
@@ -416,10 +424,9 @@ def figure3_recipe(cfg, device) -> Result:
     if not modes or set(modes) - {"A0", "Afree"}:
         raise ValueError(f"a_modes must be a non-empty list of 'A0' (A fixed at 0) and 'Afree', got {modes!r}")
     probe_batches = check_int("drift_batches", cfg["drift_batches"], minimum=2) if cfg.get("drift_batches") else 0
-    longer = _longer_steps(cfg, "steps_by_pair", {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS},
-                           f"'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations {list(ACTIVATIONS)})")
+    pair_steps = figure3_pair_steps(cfg)
     for kernel, act in cfg["pairs"]:
-        pcfg = {**cfg, "steps": longer.get(f"{kernel}/{act}", cfg["steps"])}
+        pcfg = {**cfg, "steps": pair_steps[f"{kernel}/{act}"]}
         task = GPTask(5, kernel, seed=cfg["seed"])
         S = task.sqrt_sigma.float()
 
