@@ -349,6 +349,14 @@ def _init_from(cfg, name: str, recipe: str = "cheng.figure3") -> dict:
 FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "relu", "softmax")]   # Figs. 5, 6
 
 
+def figure3_pair_steps(cfg) -> dict[str, int]:
+    """``{"kernel/activation": steps}`` for each pair of a ``cheng.figure3`` config's ``pairs``:
+    its ``steps_by_pair`` entry (checked against the known pairs), else ``steps``."""
+    longer = _longer_steps(cfg, "steps_by_pair", {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS},
+                           f"'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations {list(ACTIVATIONS)})")
+    return {f"{k}/{a}": longer.get(f"{k}/{a}", cfg["steps"]) for k, a in cfg["pairs"]}
+
+
 @register(
     "cheng.figure3",
     ci=dict(**{**COMMON_CI, "steps": 400}, pairs=[["exp", "softmax"], ["relu", "relu"], ["linear", "linear"]],
@@ -401,14 +409,6 @@ FIG3_PAIRS = [[k, a] for k in ("linear", "relu", "exp") for a in ("linear", "rel
     description="Cheng et al. Figs. 3, 5, 6: during training Sigma^{1/2} B^T C Sigma^{1/2} (and A) "
                 "approach multiples of the identity (Theorems 4.5 / 4.6).",
 )
-def figure3_pair_steps(cfg) -> dict[str, int]:
-    """``{"kernel/activation": steps}`` for each pair of a ``cheng.figure3`` config's ``pairs``:
-    its ``steps_by_pair`` entry (checked against the known pairs), else ``steps``."""
-    longer = _longer_steps(cfg, "steps_by_pair", {f"{k}/{a}" for k in KERNELS for a in ACTIVATIONS},
-                           f"'kernel/activation' pairs (kernels {sorted(KERNELS)}, activations {list(ACTIVATIONS)})")
-    return {f"{k}/{a}": longer.get(f"{k}/{a}", cfg["steps"]) for k, a in cfg["pairs"]}
-
-
 def figure3_recipe(cfg, device) -> Result:
     """For each (data kernel, activation) pair: A fixed at 0 (Figure 5; Figure 3(a) for
     exp/softmax) and A free (Figure 6; Figure 3(b)), tracing dist(M, I) of
