@@ -382,19 +382,10 @@ def figure3_pair_steps(cfg) -> dict[str, int]:
     # drift_batches: each result records, at every run's last state, whether the gradient or the noise of
     # single batches moves its distances (drift_probe; 64 batches, about 20 one-core seconds per pair)
     # long_6 (A free): all nine pairs trained on from their kept states, round by round, each pair to the
-    # steps the gate still held it open for (the rounds, their numbers and reasons: long_6/NOTE.md). At
-    # 47,000/55,000 relu/linear and exp/linear were still closing (A_1 falling about 0.05 per 10,000 steps,
-    # losses flat); at 17,000 relu/relu's A_0 sat at 0.11 in every seed, 0.01 above the claim's 0.1, with the
-    # all-batch gradient pulling 12 of its 15 distances towards I; at 13,000 relu/softmax's seed 1 had A_0 at
-    # dist 1.00 (its trace gone to 0, norm 0.22 against 0.72 in the other seeds) since 8,000 steps. Thirteenth
-    # round: at 56,000/55,000 relu/linear's M1 still moved 19% and exp/linear's 13% over the last tenth: on to
-    # 72,000/64,000 and then, both still closing (relu/linear's M1 by 50%), on to 77,000/69,000; relu/softmax's
-    # seed 1 A_0 came back from 1.00 to 0.69 by 25,000, still moving 24% a tenth: on to 32,000. Fourteenth
-    # round: at 77,000/69,000 relu/linear's M4 still moved 33% over the last tenth and exp/linear closed about
-    # 0.05 per 10,000 steps: on to 93,000/79,000; relu/softmax's seed 1 A_0 near 0.7 for 7,000 steps: on to
-    # 38,000 to watch it. Then relu/linear was within 0.1 in every matrix and no longer failed the gate, while
-    # exp/linear's A_1 still moved 25% a tenth: on to 83,000; relu/softmax's seed 1 A_0 went 0.71 -> 0.49 ->
-    # 0.69 between 32,000 and 38,000: on to 41,000
+    # steps the gate still held it open for (the rounds, their numbers and reasons: long_6/NOTE.md). Latest
+    # round (fourteenth session): relu/linear on to 93,000 (its M4 still moved 33% a tenth at 77,000; now
+    # within 0.1 in every matrix), exp/linear on to 83,000 (its A_1 still moving 25% a tenth at 79,000),
+    # relu/softmax on to 41,000 to watch seed 1's A_0 (0.71 -> 0.49 -> 0.69 between 32,000 and 38,000)
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000, **extra}, pairs=FIG3_PAIRS, n=30,
                            depth=3, trace_every=100, a_modes=[mode],
                            checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces", drift_batches=64)
