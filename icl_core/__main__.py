@@ -141,13 +141,14 @@ def main(argv=None) -> int:
         return _plot(args.folder, args.out)
 
     if args.cmd == "continue":
-        from .long_runs import LONG_RUNS, continue_run, default_folder
+        from .long_runs import LONG_RUNS, committed_summary, continue_run, default_folder
         try:
             if args.long_run is None:
                 from .recipes import _load_all
                 _load_all()
                 for name, r in sorted(LONG_RUNS.items()):
-                    print(f"{name}\n    {r.description}\n    folder: {default_folder(r)}")
+                    print(f"{name}\n    {r.description}\n    folder: {default_folder(r)} "
+                          f"({committed_summary(default_folder(r))})")
                 return 0
             entry = continue_run(args.long_run, args.minutes, device=args.device, folder=args.dir,
                                  sha=args.sha, command=command, compile=args.compile,

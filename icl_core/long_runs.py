@@ -177,6 +177,28 @@ def load_state(folder: str | Path) -> dict | None:
     return {"step": meta["step"], "losses": meta["losses"].numpy(), "progress": progress}
 
 
+def machine_kinds(pieces: list[dict]) -> str:
+    """The machine kinds ``pieces`` (``progress.json``'s list) were trained on, in order of first
+    use and in words: "GPU", "CPU", "GPU and CPU" (from each piece's ``provenance.device``)."""
+    words = {"cuda": "GPU", "cpu": "CPU", "mps": "Apple GPU"}
+    kinds = dict.fromkeys(words.get(d, d) for d in
+                          (p["provenance"]["device"].split(":")[0].strip().lower() for p in pieces))
+    return " and ".join(kinds)
+
+
+def committed_summary(folder: str | Path) -> str:
+    """One line on what ``folder`` holds: steps trained of the run's total, the number of pieces
+    and the machines they ran on; "nothing committed" when it has no ``progress.json``."""
+    path = Path(folder) / "progress.json"
+    if not path.exists():
+        return "nothing committed"
+    pieces = json.loads(path.read_text()).get("pieces", [])
+    if not pieces:
+        return "nothing committed"
+    return (f"{pieces[-1]['to_step']:,} of {pieces[-1]['steps_total']:,} steps, "
+            f"{len(pieces)} piece{'s' if len(pieces) > 1 else ''} on {machine_kinds(pieces)}")
+
+
 def load_models(run: LongRun, folder: str | Path | None = None, **overrides) -> dict:
     """``run name -> model`` (CPU, eval mode) at the committed step of ``run``."""
     folder = Path(folder) if folder is not None else default_folder(run)

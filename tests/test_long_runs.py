@@ -7,7 +7,8 @@ import torch
 
 from icl_core import LinearRegression, Transformer, train
 from icl_core.__main__ import main
-from icl_core.long_runs import continue_run, expand_compact, export_compact, load_models, load_state, get_long_run
+from icl_core.long_runs import (committed_summary, continue_run, expand_compact, export_compact, get_long_run,
+                              load_models, load_state, machine_kinds)
 from icl_core.checkpoints import load_checkpoint
 
 TINY = dict(d_model=16, steps=20, eval_prompts=64, lasso_iters=20, lasso_alphas=[0.01],
@@ -99,10 +100,13 @@ def test_cli_continue(tmp_path, capsys):
         args += ["--set", f"{k}={json.dumps(v)}"]
     assert main(args) == 0
     assert "steps 0 -> 3 of 3" in capsys.readouterr().out
+    assert committed_summary(tmp_path / "r") == "3 of 3 steps, 1 piece on CPU"      # what the listing prints
+    assert committed_summary(tmp_path / "none") == "nothing committed"
+    assert machine_kinds([{"provenance": {"device": d}} for d in ("cuda: H100", "cpu", "cuda: H200")]) == "GPU and CPU"
 
 
 def test_committed_paper_pieces_load_and_match_their_record():
-    """The committed GPU pieces: the recorded risk is reproduced on CPU from the weights."""
+    """The committed pieces: the recorded risk is reproduced on CPU from the weights."""
     from icl_core.head_analysis import eval_prompts, query_risk
     run = get_long_run("chen.train.paper-h4-L4")
     state = load_state("results/chen.train/paper-h4-L4")
@@ -111,11 +115,11 @@ def test_committed_paper_pieces_load_and_match_their_record():
     recorded = state["progress"]["pieces"][-1]["metrics"]["h4_L4_s0.1/risk_n10"]
     cfg = dict(run.config, eval_prompts=1024)
     risk = query_risk(model, eval_prompts(cfg, 0.1))
-    assert abs(risk - recorded) < 0.15 * recorded     # 1024 of the 8192 prompts, CPU vs GPU
+    assert abs(risk - recorded) < 0.15 * recorded     # 1024 of the 8192 prompts, maybe CPU vs GPU
 
 
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
-    """The next GPU piece must accept the committed checkpoints: train() resumes them with this
+    """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
     for name in ("paper-h1-L4", "paper-h4-L4", "probe-h4-L4-w64"):        # the CPU probe continues the same way
         folder = f"results/chen.train/{name}"
@@ -144,15 +148,18 @@ def test_the_pieces_figure_labels_runs_by_heads_or_by_name():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from icl_core.figures.chen import paper_pieces
+    from icl_core.figures.chen import paper_pieces, piece_devices
 
-    def state(steps, total):
-        pieces = [{"from_step": 0, "steps_total": total}, {"from_step": steps // 2, "steps_total": total}]
+    def state(steps, total, devices=("cuda: NVIDIA H100 80GB HBM3", "cpu")):
+        pieces = [{"from_step": 0, "steps_total": total, "provenance": {"device": devices[0]}},
+                  {"from_step": steps // 2, "steps_total": total, "provenance": {"device": devices[1]}}]
         return {"losses": torch.linspace(2, 1, steps)[:, None], "step": steps, "progress": {"pieces": pieces}}
     fig = paper_pieces({1: state(3000, 9000), 4: state(2000, 9000)})
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h = 1", "h = 4"]
     assert ax.get_title().endswith("3,000 (h = 1), 2,000 (h = 4) of 9,000 steps")
+    assert ax.get_xlabel().endswith("pieces on GPU and CPU)")        # read from the pieces' provenance
+    assert piece_devices({1: state(10, 20, ("cuda: A", "cuda: B"))}) == "GPU"
     fig = paper_pieces({"h = 4, Adam 1e-3": state(3000, 9000), "h = 4, Adam 1e-4": state(2000, 6000)}, where="CPU")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h = 4, Adam 1e-3", "h = 4, Adam 1e-4"]

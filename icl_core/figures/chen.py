@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..long_runs import machine_kinds
 from ..plotting import MAX_WIDTH_IN, result_label
 from ..results import Result
 
@@ -148,10 +149,18 @@ def depth_grid(depths, err_by_heads: dict, ridge: float, avg_weights: dict, prob
     return fig
 
 
-def paper_pieces(pieces: dict, what: str = "paper-scale encoders, L = 4", where: str = "GPU"):
+def piece_devices(pieces: dict) -> str:
+    """The machine kinds the pieces of ``pieces`` (label -> :func:`long_runs.load_state`) were
+    trained on, in words ("GPU", "CPU", "GPU and CPU"; :func:`long_runs.machine_kinds`)."""
+    return machine_kinds([p for st in pieces.values() for p in st["progress"]["pieces"]])
+
+
+def paper_pieces(pieces: dict, what: str = "paper-scale encoders, L = 4", where: str | None = None):
     """Encoders trained in pieces (:mod:`icl_core.long_runs`): training loss (1,000-step
-    means) with a grey line where each piece resumed, on the ``where`` machine kind. ``pieces``:
-    heads (or a label) -> :func:`long_runs.load_state`; ``what`` titles the panel."""
+    means) with a grey line where each piece resumed. ``pieces``: heads (or a label) ->
+    :func:`long_runs.load_state`; ``what`` titles the panel; ``where``: the machine kinds named in
+    the axis label (None: read from the pieces' provenance, :func:`piece_devices`)."""
+    where = piece_devices(pieces) if where is None else where
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     name = {h: f"h = {h}" if isinstance(h, int) else str(h) for h in pieces}
     for h, st in pieces.items():
@@ -160,7 +169,7 @@ def paper_pieces(pieces: dict, what: str = "paper-scale encoders, L = 4", where:
         ax.semilogy(np.arange(k // 1000) * 1000 + 500, loss[:k].reshape(-1, 1000).mean(1), label=name[h])
         for p in st["progress"]["pieces"][1:]:
             ax.axvline(p["from_step"], color="0.8", lw=0.8)
-    ax.set_xlabel(f"training step (grey: where a {where} piece resumed)"); ax.set_ylabel("training loss (1,000-step means)")
+    ax.set_xlabel(f"training step (grey: where a piece resumed; pieces on {where})"); ax.set_ylabel("training loss (1,000-step means)")
     totals = {st["progress"]["pieces"][-1]["steps_total"] for st in pieces.values()}
     if len(totals) == 1:
         steps = ", ".join(f"{st['step']:,} ({name[h]})" for h, st in pieces.items())

@@ -541,7 +541,7 @@ _czz("fig1b_paper", "experiments", "Fig. 1b",
                      f"tuned ridge {v['paper_pieces_ridge']:.3f} (8,192 prompts)"),
      _pieces_gate, setting=_TRAINED_SETTING, source="chen.train/paper-L4",
      deviations={"paper": "one seed, sigma = 0.1 only, L = 4, h in {1, 4}; Adam's first moment restarts at each "
-                          "GPU piece (compact checkpoints)"})
+                          "piece, on a GPU or a CPU core (compact checkpoints)"})
 
 register_page("chen/theory", ci=dict(tasks=4000), paper=dict(tasks=40000))
 # prompts for the trained-model analyses (the committed models are analysed at every scale)
