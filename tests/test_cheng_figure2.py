@@ -302,3 +302,31 @@ def test_depth_sweep_draws_the_bayes_line_below_every_model():
     r.arrays["linear/bayes"] = np.array(np.exp(-0.5))                         # above the floor: drawn where it is
     ax = figures.depth_sweep(r).axes[0]
     assert [ln.get_ydata()[0] for ln in ax.lines if ln.get_label() == "Bayes"] == [-0.5]
+
+
+def test_score_spectra_read_each_seeds_layers_from_a_kept_state(tmp_path):
+    over = dict(seeds=2, batch_size=16, steps=3, test_prompts=20, checkpoint_dir=str(tmp_path))
+    cheng.figure2_recipe({**config("cheng.figure2", "long_a"), **over, "activations": ["relu"]}, "cpu")
+    got = cheng.score_spectra("cheng.figure2", "long_a", "relu", "relu", 14, 2, **over)
+    assert got["step"] == 3 and np.array(got["eig"]).shape == (2, 2, 2) and np.array(got["r"]).shape == (2, 2)
+    path = tmp_path / "t2-relu-relu-n14-L2.pt"
+    state = torch.load(path, weights_only=False)
+    state["params"]["B"][1, 1] *= -1                     # seed 1, layer 2: the score matrix negated
+    state["params"]["r"][0, 0] = 0.25                    # seed 0, layer 1's read-out
+    torch.save(state, path)
+    flipped = cheng.score_spectra("cheng.figure2", "long_a", "relu", "relu", 14, 2, **over)
+    np.testing.assert_allclose(flipped["eig"][1][1], [-got["eig"][1][1][1], -got["eig"][1][1][0]], rtol=1e-9)
+    assert flipped["eig"][0] == got["eig"][0] and flipped["eig"][1][0] == got["eig"][1][0]
+    assert flipped["r"][0] == [0.25, got["r"][0][1]] and flipped["r"][1] == got["r"][1]
+    from icl_core.figures import cheng as figures
+    pos = {"step": 5, "eig": [[[1.0, 2.0], [-4.0, 0.3]], [[-1.0, 2.0], [0.5, 0.6]]], "r": [[-1.0, 2.0], [-1.0, -2.0]]}
+    rows = figures.score_table(pos, [-1.0, -0.7]).splitlines()
+    assert "step 5" in rows[0] and rows[1].split()[-1] == "flipped" and "mixed" in rows[2] and rows[2].split()[-1] == "+"
+    with pytest.raises(ValueError, match="log_losses must hold one value per seed"):
+        figures.score_table(pos, [-1.0])
+    with pytest.raises(ValueError, match="act must be one of"):
+        cheng.score_spectra("cheng.figure2", "long_a", "relu", "softmax", 14, 2, **over)
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        cheng.score_spectra("cheng.figure3", "long_6", "relu", "relu", 14, 2)
+    with pytest.raises(FileNotFoundError, match="no kept training state"):
+        cheng.score_spectra("cheng.figure2", "long_a", "relu", "exp", 14, 2, **over)

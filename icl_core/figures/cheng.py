@@ -188,3 +188,25 @@ def drift_table(result: Result, mode: str = "A0") -> str:
     head = (f"data/attention     step  dist(M, I), mean over seeds  | Adam's all-batch step "
             f"({batches} batches of {result.config['batch_size']:,}) beyond 2 SE")
     return "\n".join([head] + rows)
+
+
+def score_table(spectra: dict, log_losses) -> str:
+    """Per seed, its log test loss and, per layer, the eigenvalue range of its whitened score
+    matrix and its read-out weight (:func:`icl_core.recipes.cheng.score_spectra`) as a text table.
+    A layer is marked "+" when every eigenvalue is above 0 (it weights tokens that point the same
+    way, as functional GD does), "flipped" when its largest eigenvalue is at most a tenth of its
+    most negative one's size (negative semi-definite up to that; ours), else "mixed".
+    ``log_losses``: one per seed."""
+    losses = list(np.asarray(log_losses, dtype=float))
+    if len(losses) != len(spectra["eig"]):
+        raise ValueError(f"log_losses must hold one value per seed ({len(spectra['eig'])}), got {len(losses)}")
+
+    def cell(ev, r):
+        mark = "+" if ev[0] > 0 else "flipped" if ev[1] <= 0.1 * -ev[0] else "mixed"
+        return f"[{ev[0]:+.2f}, {ev[1]:+.2f}] r {r:+.2f} {mark:7s}"
+    depth = len(spectra["eig"][0])
+    head = ("seed  log loss  " + "  ".join(f"layer {l + 1}: eig of S B'C S, r".ljust(34) for l in range(depth))
+            + f"   (step {spectra['step']:,})")
+    rows = [f"{i:4d}  {x:8.3f}  " + "  ".join(cell(ev, r).ljust(34) for ev, r in zip(eig, rs))
+            for i, (x, eig, rs) in enumerate(zip(losses, spectra["eig"], spectra["r"]))]
+    return "\n".join([head] + rows)

@@ -521,6 +521,43 @@ def drift_probe(scale: str, pair: str, mode: str = "A0", batches: int = 64, **ov
     return _drift_at(cfg, kernel, act, mode, path, check_int("batches", batches, minimum=2))
 
 
+def score_spectra(recipe: str, scale: str, kernel: str, act: str, n: int, depth: int, **overrides) -> dict:
+    """Which way each layer of a kept ``cheng.figure1`` / ``cheng.figure2`` training state
+    scores pairs of tokens: per seed and layer l, the smallest and largest eigenvalue of the
+    symmetric part of Sigma^{1/2} B_l^T C_l Sigma^{1/2} (the score matrix of eq. (3) in whitened
+    coordinates) and the read-out weight r_l. Proposition 3.1's functional-GD construction has
+    B_l^T C_l = I and r_l < 0 (this library's sign): a positive definite score matrix weights
+    tokens that point the same way. ``kernel``, ``act``, ``n``, ``depth``: the setting (data
+    kernel, the one head's activation, context length, layers) among the scale's; ``overrides``:
+    config keys of the scale to change (those its pieces were made with). Returns ``{"step",
+    "eig": [seed][layer] = [min, max], "r": [seed][layer]}``."""
+    tags = {"cheng.figure1": 1, "cheng.figure2": 2}
+    if recipe not in tags:
+        raise ValueError(f"recipe must be one of {sorted(tags)}, got {recipe!r}")
+    cfg = config(recipe, scale, **overrides)
+    depths = [cfg["depth"]] if "depth" in cfg else cfg["depths"]
+    for name, value, allowed in (("kernel", kernel, cfg["kernels"]), ("act", act, cfg["activations"]),
+                                 ("n", n, cfg["ns"]), ("depth", depth, depths)):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed} for {recipe} {scale}, got {value!r}")
+    path = _state(cfg, f"t{tags[recipe]}-{kernel}-{act}-n{n}-L{depth}.json")
+    if path is None or not Path(path).exists():
+        raise FileNotFoundError(f"no kept training state for {kernel} data, h = {act}, n = {n}, L = {depth} of "
+                                f"{recipe} {scale}: {path}")
+    state = load_checkpoint(path)
+    models = _models(cfg, depth, [act], False)
+    unstack_into(models, stacked_params(state))
+    S = _task(cfg, kernel).sqrt_sigma
+    eig, r = [], []
+    with torch.no_grad():
+        for m in models:
+            Ms = [S @ m.B[l, 0].double().T @ m.C[l, 0].double() @ S for l in range(depth)]
+            ev = [torch.linalg.eigvalsh((M + M.T) / 2) for M in Ms]
+            eig.append([[float(e[0]), float(e[-1])] for e in ev])
+            r.append([float(m.r[l, 0]) for l in range(depth)])
+    return {"step": int(state["step"]), "eig": eig, "r": r}
+
+
 FIG4_HEADS = {"linear": ["linear"], "exp": ["exp"], "linear+exp": ["linear", "exp"]}   # Fig. 4's models
 ANNEAL_DECAY = round(0.01 ** (1 / 10000), 12)     # the learning rate's factor per step: 100-fold over 10,000 steps
 
