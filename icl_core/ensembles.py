@@ -169,6 +169,28 @@ class Runs:
             for g in grads:
                 g.mul_(coef.view(-1, *[1] * (g.dim() - 1)) if lead > 1 else coef[0])
 
+    def clip_layers(self, radii: torch.Tensor):
+        """Clip each run's gradient layer by layer: the gradients of layer l (index l of every
+        parameter's layer axis, its first after the run axis) to norm ``radii[l]`` together,
+        ``radii (L,)`` (runs never mix). Every parameter must have that layer axis."""
+        lead = 0 if self.mode in ("single", "separate") else 1       # where the layer axis is
+        if self.mode == "separate":
+            groups = [[p.grad for p in m.parameters() if p.grad is not None] for m in self.models]
+        else:
+            groups = [[p.grad for p in self.params.values() if p.grad is not None]]
+        for grads in groups:
+            bad = [tuple(g.shape) for g in grads if g.dim() <= lead or g.shape[lead] != len(radii)]
+            if bad:
+                raise ValueError(f"layer_clip gives {len(radii)} layers, but gradients of shapes {bad} have no "
+                                 f"layer axis of that length (axis {lead})")
+            if not grads:
+                continue
+            norm = sum(g.reshape(*g.shape[:lead + 1], -1).pow(2).sum(-1) for g in grads).sqrt()   # ([K,] L)
+            r = radii.to(norm)
+            coef = torch.where(norm > r, r / torch.where(norm > r, norm, torch.ones_like(norm)), torch.ones_like(norm))
+            for g in grads:
+                g.mul_(coef.view(*coef.shape, *[1] * (g.dim() - lead - 1)))
+
     def state(self) -> dict:
         """The parameters, stacked over the runs for an ensemble (the same in every mode)."""
         if self.mode == "separate":

@@ -182,13 +182,27 @@ class _DeferredInterrupt:
         return False
 
 
-def _adam(params, lr, weight_decay):
+def _adam(params, lr, weight_decay, betas=(0.9, 0.999)):
     """Adam, the fused kernel where this torch has one for the device (fewer launches: the
     step of a small model is launch-bound), else the default implementation."""
     try:
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, betas=betas, fused=True)
     except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, betas=betas)
+
+
+def _layer_clip(schedule) -> list[tuple[int, list[float]]]:
+    """``train``'s ``layer_clip``, checked: ``[(from_step, [radius per layer]), ...]`` with
+    steps rising from 0 and radii > 0, all entries the same number of layers."""
+    try:
+        rows = [(int(a), [float(r) for r in b]) for a, b in schedule]
+    except (TypeError, ValueError):
+        raise ValueError(f"layer_clip must be a list of (from_step, [radius per layer]) pairs, got {schedule!r}") from None
+    if not rows or rows[0][0] != 0 or any(a >= b for (a, _), (b, _) in zip(rows, rows[1:])):
+        raise ValueError(f"layer_clip's steps must start at 0 and rise, got {[a for a, _ in rows]}")
+    if any(len(b) != len(rows[0][1]) or not b or min(b) <= 0 for _, b in rows):
+        raise ValueError(f"layer_clip's radii must be > 0, one per layer, as many in every entry; got {schedule!r}")
+    return rows
 
 
 def available_memory(device) -> int:
@@ -250,7 +264,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
           lr_decay: float | None = None, progress: bool | None = None,
           compile: bool = False, trace=None, trace_every: int = 0,
           prefetch: int = 1, vmap: bool | None = None,
-          max_seconds: float | None = None) -> TrainResult:
+          max_seconds: float | None = None, adam_betas: tuple = (0.9, 0.999),
+          layer_clip=None) -> TrainResult:
     """Train ``model`` (or a list of K models, together) on prompts from ``sampler``.
 
     Args:
@@ -274,6 +289,12 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             step, losses). resume: continue from it when it exists.
         device: ``None``/"auto" picks cuda, then mps, then cpu.
         grad_clip: clip each run's global gradient norm to this value.
+        layer_clip: clip each run's gradient layer by layer instead (``Runs.clip_layers``;
+            every parameter has a leading layer axis): ``[(from_step, [radius per layer]),
+            ...]``, from step 0 on, each entry holding from its step to the next. With radii far
+            below Adam's epsilon the step is a momentum step along each layer's normalised
+            gradient: how Cheng et al.'s code trains (``icl_core.recipes.cheng``).
+        adam_betas: Adam's (beta1, beta2), each in [0, 1).
         lr_decay: multiply the learning rate by this factor every step (ExponentialLR).
         trace: ``f(models) -> value`` called on the (list of) models at step 0 and every
             ``trace_every`` steps (e.g. the norm of M, a test error); the values are in
@@ -329,6 +350,12 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     if grad_clip is not None:
         grad_clip = check_float("grad_clip", grad_clip, minimum=0.0, strict=True)
     weight_decay = check_float("weight_decay", weight_decay, minimum=0.0)
+    betas = tuple(check_float("adam_betas", b, minimum=0.0, maximum=0.999999) for b in adam_betas)
+    if len(betas) != 2:
+        raise ValueError(f"adam_betas must be two numbers in [0, 1), got {adam_betas!r}")
+    clip_rows = None if layer_clip is None else _layer_clip(layer_clip)
+    if clip_rows is not None and grad_clip is not None:
+        raise ValueError("pass grad_clip or layer_clip, not both")
     if max_seconds is not None:
         max_seconds = check_float("max_seconds", max_seconds, minimum=0.0, strict=True)
     if checkpoint_every and checkpoint_path is None:
@@ -365,7 +392,9 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
                                  f"vmap={not vmap}, whose optimizer state it holds: pass "
                                  f"vmap={not vmap} (same numbers) or resume=False")
     runs = Runs(models, dev, compile=compile, use_vmap=vmap)
-    opt = _adam(list(runs.params.values()), lr, weight_decay)
+    opt = _adam(list(runs.params.values()), lr, weight_decay, betas)
+    clip_from, clip_radii = ([a for a, _ in clip_rows], [torch.tensor(b, device=dev) for _, b in clip_rows]) \
+        if clip_rows is not None else ([], [])
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay) if lr_decay else None
     streams = [Streams.from_seed(s) for s in seeds]
     prompts = _Prompts(samplers, streams, batch_size, prefetch, n_points, n_queries, curriculum,
@@ -373,6 +402,7 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
     fp = None if ckpt is None else fingerprint(   # only checkpoints store and compare it
         models, samplers, seeds, batch_size=batch_size, lr=lr, lr_decay=lr_decay, grad_clip=grad_clip,
         weight_decay=weight_decay, n_points=n_points, n_queries=n_queries, prefetch=prefetch,
+        layer_clip=clip_rows and [[a, b] for a, b in clip_rows], adam_betas=list(betas),
         curriculum=None if curriculum is None else
         [list(curriculum.dims), list(curriculum.points), curriculum.interval])
     start, losses, last_good = 0, [], None
@@ -474,6 +504,8 @@ def train(model, sampler, steps: int, batch_size: int = 64, lr: float = 1e-4,
             runs.backward(total)
             if grad_clip is not None:
                 runs.clip(grad_clip)
+            elif clip_rows is not None:
+                runs.clip_layers(clip_radii[sum(a <= step for a in clip_from) - 1])
             opt.step()
             if sched is not None:
                 sched.step()

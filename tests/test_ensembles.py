@@ -262,3 +262,58 @@ def test_divergence_found_at_a_later_check_names_its_step():
     with pytest.raises(TrainingDiverged, match=r"at step 5; last good checkpoint: none .*"
                                                r"every 100 steps: the models in memory took 94 more"):
         train(SoftmaxUnit(3), NaNAfter(5), steps=300, batch_size=2, n_points=5)
+
+
+def test_layer_clip_caps_each_runs_layers_and_matches_runs_trained_alone(tmp_path):
+    from icl_core.ensembles import Runs
+    from icl_core.models import KernelTransformer
+    from icl_core.tasks import GPTask
+
+    def make():
+        torch.manual_seed(4)
+        return [KernelTransformer(5, 2, ["relu"]) for _ in range(2)]
+    for use_vmap in (False, True):                                    # separate and vmap: the run axis differs
+        runs = Runs(make(), "cpu", use_vmap=use_vmap)
+        for i, p in enumerate(runs.params.values()):
+            p.grad = torch.arange(1.0, p.numel() + 1).reshape(p.shape) * (i + 1)
+        grads = lambda: [[p.grad for p in m.parameters()] for m in runs.models] if runs.mode == "separate" else \
+            [[p.grad[k] for p in runs.params.values()] for k in range(2)]
+        before = [[g.clone() for g in run] for run in grads()]
+        norms = lambda gs: torch.tensor([[sum(g[l].pow(2).sum() for g in run).sqrt() for l in range(2)] for run in gs])
+        tall = norms(before)                                          # (runs, layers), all above 1e-3
+        runs.clip_layers(torch.tensor([1e-3, 1e6]))                   # layer 0 capped, layer 1 not
+        after = norms(grads())
+        assert torch.allclose(after[:, 0], torch.full((2,), 1e-3)) and torch.equal(after[:, 1], tall[:, 1])
+        for k, (run, was) in enumerate(zip(grads(), before)):         # a rescaling, per run and layer
+            for g, w in zip(run, was):
+                assert torch.allclose(g[0], w[0] * 1e-3 / tall[k, 0]) and torch.equal(g[1], w[1])
+    with pytest.raises(ValueError, match="layer_clip gives 3 layers"):
+        runs.clip_layers(torch.tensor([1.0, 1.0, 1.0]))
+
+    kw = dict(steps=6, batch_size=4, lr=0.1, n_points=7, adam_betas=(0.9, 0.9),
+              layer_clip=[(0, [1e-8, 2e-8]), (3, [1e-7, 2e-7])])
+    task = GPTask(5, "relu", seed=0)
+    ens = make()
+    fit = train(ens, task, seed=[2, 5], **kw)
+    for k, seed in enumerate((2, 5)):
+        alone = make()[k]
+        one = train(alone, task, seed=seed, **kw)
+        assert np.allclose(fit.losses[k], one.losses, rtol=1e-5)
+        assert_same_params(ens[k], alone, atol=1e-6)
+    plain = make()
+    train(plain, task, seed=[2, 5], **{**kw, "layer_clip": None})
+    assert not torch.allclose(plain[0].B, ens[0].B)                    # the clip changed the trajectory
+    ck = tmp_path / "k.pt"
+    train(make(), task, seed=[2, 5], checkpoint_path=ck, **{**kw, "steps": 3})
+    with pytest.raises(ValueError, match="layer_clip"):               # part of what a resume must share
+        train(make(), task, seed=[2, 5], checkpoint_path=ck, **{**kw, "layer_clip": [(0, [1e-8, 1e-8])]})
+    with pytest.raises(ValueError, match="adam_betas"):
+        train(make(), task, seed=[2, 5], checkpoint_path=ck, **{**kw, "adam_betas": (0.9, 0.999)})
+    for bad, match in (([(1, [1.0, 1.0])], "start at 0"), ([(0, [1.0, 1.0]), (0, [1.0, 1.0])], "rise"),
+                       ([(0, [1.0, -1.0])], "radii must be > 0"), ("clip", "pairs")):
+        with pytest.raises(ValueError, match=match):
+            train(make(), task, **{**kw, "layer_clip": bad})
+    with pytest.raises(ValueError, match="not both"):
+        train(make(), task, grad_clip=1.0, **kw)
+    with pytest.raises(ValueError, match="adam_betas"):
+        train(make(), task, **{**kw, "adam_betas": (0.9, 1.5)})
