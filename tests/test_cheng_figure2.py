@@ -330,3 +330,36 @@ def test_score_spectra_read_each_seeds_layers_from_a_kept_state(tmp_path):
         cheng.score_spectra("cheng.figure3", "long_6", "relu", "relu", 14, 2)
     with pytest.raises(FileNotFoundError, match="no kept training state"):
         cheng.score_spectra("cheng.figure2", "long_a", "relu", "exp", 14, 2, **over)
+
+
+def test_the_authors_optimizer_is_a_piece_setting_and_its_claim_reads_authors_a(tmp_path):
+    assert cheng.authors_layer_clip(2) == [(0, [1e-8 / 81, 1e-8 / 64]), (8001, [1e-7 / 81, 1e-7 / 64])]
+    with pytest.raises(ValueError, match="depth"):
+        cheng.authors_layer_clip(9)
+    cfg = {**config("cheng.figure2", "authors_a"), "seeds": 2, "batch_size": 16, "steps": 4, "test_prompts": 20,
+           "activations": ["relu"], "checkpoint_dir": str(tmp_path / "a")}
+    theirs = cheng.figure2_recipe(cfg, "cpu")
+    ours = cheng.figure2_recipe({**cfg, "optimizer": "adam", "checkpoint_dir": str(tmp_path / "b")}, "cpu")
+    assert not np.allclose(theirs.arrays["n14/relu/relu"], ours.arrays["n14/relu/relu"])
+    with pytest.raises(ValueError, match="other settings"):                 # a piece knows how it was trained
+        cheng.figure2_recipe({**cfg, "optimizer": "adam"}, "cpu")
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        cheng.figure2_recipe({**cfg, "optimizer": "sgd", "checkpoint_dir": None}, "cpu")
+    on = cheng.figure2_recipe({**cfg, "steps": 6}, "cpu")                   # trained on from its kept state
+    once = cheng.figure2_recipe({**cfg, "steps": 6, "checkpoint_dir": str(tmp_path / "c")}, "cpu")
+    np.testing.assert_array_equal(on.arrays["n14/relu/relu"], once.arrays["n14/relu/relu"])
+
+    claim = all_claims()["cheng.fig2_match_authors"]
+    assert claim.source == "cheng.figure2/authors_a" and "authors' code's optimizer" in claim.reduced["authors_a"]
+    mid = _values()
+    mid["mid_fig2_seeds"]["n14/relu/exp"][1] = [x - 0.3 for x in mid["mid_fig2_seeds"]["n14/relu/exp"][1]]  # a tie
+
+    def authors(relu, exp):
+        rng = np.random.default_rng(3)
+        return {"authors_a_fig2_depths": [2], "authors_a_fig2_bayes": {"n14/relu": -1.6},
+                "authors_a_fig2_seeds": {"n14/relu/relu": [list(relu + 0.01 * rng.standard_normal(6))],
+                                         "n14/relu/exp": [list(exp + 0.01 * rng.standard_normal(6))]},
+                "authors_a_fig2_tenths": {"n14/relu/relu L=2": [1.0, 1.0], "n14/relu/exp L=2": [1.0, 1.0]}}
+    assert evaluate(claim, {**mid, **authors(-1.07, -0.95)}, "authors_a")["verdict"] in HOLDS
+    assert evaluate(claim, {**mid, **authors(-0.9, -0.95)}, "authors_a")["verdict"] == DIFFERS
+    assert evaluate(claim, mid, "authors_a")["verdict"] == VERDICTS[-1]      # without the run: not run
