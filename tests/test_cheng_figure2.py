@@ -324,6 +324,13 @@ def test_score_spectra_read_each_seeds_layers_from_a_kept_state(tmp_path):
     assert "step 5" in rows[0] and rows[1].split()[-1] == "flipped" and "mixed" in rows[2] and rows[2].split()[-1] == "+"
     with pytest.raises(ValueError, match="log_losses must hold one value per seed"):
         figures.score_table(pos, [-1.0])
+    import shutil
+    root = tmp_path / "root"                                  # without checkpoint_dir: the committed pieces
+    (root / "cheng.figure2" / "long_a" / "pieces").mkdir(parents=True)
+    shutil.copy(path, root / "cheng.figure2" / "long_a" / "pieces" / path.name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ICL_BOOK_RESULTS", str(root))
+        assert cheng.score_spectra("cheng.figure2", "long_a", "relu", "relu", 14, 2, seeds=2) == flipped
     with pytest.raises(ValueError, match="act must be one of"):
         cheng.score_spectra("cheng.figure2", "long_a", "relu", "softmax", 14, 2, **over)
     with pytest.raises(ValueError, match="recipe must be one of"):

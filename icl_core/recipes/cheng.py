@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..baselines import gp_posterior_mean
+from .. import committed
 from ..checkpoints import load_checkpoint
 from ..drift import batch_rates, load_runs, summarize
 from ..ensembles import stacked_params, unstack_into
@@ -560,8 +561,10 @@ def score_spectra(recipe: str, scale: str, kernel: str, act: str, n: int, depth:
     B_l^T C_l = I and r_l < 0 (this library's sign): a positive definite score matrix weights
     tokens that point the same way. ``kernel``, ``act``, ``n``, ``depth``: the setting (data
     kernel, the one head's activation, context length, layers) among the scale's; ``overrides``:
-    config keys of the scale to change (those its pieces were made with). Returns ``{"step",
-    "eig": [seed][layer] = [min, max], "r": [seed][layer]}``."""
+    config keys of the scale to change (those its pieces were made with; with ``checkpoint_dir``
+    the state is read from there, else from the committed result's ``pieces/``, found as
+    :func:`icl_core.committed.find` finds results). Returns ``{"step", "eig": [seed][layer] =
+    [min, max], "r": [seed][layer]}``."""
     tags = {"cheng.figure1": 1, "cheng.figure2": 2}
     if recipe not in tags:
         raise ValueError(f"recipe must be one of {sorted(tags)}, got {recipe!r}")
@@ -571,7 +574,12 @@ def score_spectra(recipe: str, scale: str, kernel: str, act: str, n: int, depth:
                                  ("n", n, cfg["ns"]), ("depth", depth, depths)):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed} for {recipe} {scale}, got {value!r}")
-    path = _state(cfg, f"t{tags[recipe]}-{kernel}-{act}-n{n}-L{depth}.json")
+    name = f"t{tags[recipe]}-{kernel}-{act}-n{n}-L{depth}"
+    if "checkpoint_dir" in overrides:
+        path = _state(cfg, name + ".json")
+    else:                  # the committed result's pieces, wherever the page runs (committed.find)
+        folder = committed.find(recipe, scale, files=(f"pieces/{name}.pt",))
+        path = None if folder is None else str(folder / "pieces" / f"{name}.pt")
     if path is None or not Path(path).exists():
         raise FileNotFoundError(f"no kept training state for {kernel} data, h = {act}, n = {n}, L = {depth} of "
                                 f"{recipe} {scale}: {path}")
