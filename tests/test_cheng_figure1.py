@@ -135,16 +135,20 @@ def test_a_reversal_found_again_in_an_independent_run_decides_figure_1c():
     assert evaluate(claim, moving, "bigbatch")["verdict"] == INCONCLUSIVE        # an unconverged replica counts for nothing
 
 
+def _fig1c_run(prefix, ns, n6_gap, seeds=3, spread=0.01):
+    """Figure 1(c) records under ``prefix``: softmax 0.1 below exp at every n, plus ``n6_gap`` at n = 6."""
+    rng = np.random.default_rng(seeds)
+    exp = [list(-0.1 * n + spread * rng.standard_normal(seeds)) for n in ns]
+    soft = [list(np.array(e) - 0.1 + (n6_gap if n == 6 else 0.0)) for e, n in zip(exp, ns)]
+    return {f"{prefix}fig1_ns": list(ns), f"{prefix}fig1_seeds": {"exp/exp": exp, "exp/softmax": soft},
+            f"{prefix}fig1_tenths": {f"exp/{a} n={n}": [1.0, 1.0] for a in ("exp", "softmax") for n in ns}}
+
+
 def test_the_six_seed_run_decides_the_bandwidth_runs_n6_comparison_alone():
     claim = all_claims()["cheng.fig1c_bandwidth_n6"]
     assert claim.source == "cheng.figure1/bandwidth_n6" and claim.deviations["bandwidth_n6"]
 
-    def run(prefix, ns, n6_gap, seeds=3, spread=0.01):
-        rng = np.random.default_rng(seeds)
-        exp = [list(-0.1 * n + spread * rng.standard_normal(seeds)) for n in ns]
-        soft = [list(np.array(e) - 0.1 + (n6_gap if n == 6 else 0.0)) for e, n in zip(exp, ns)]
-        return {f"{prefix}fig1_ns": list(ns), f"{prefix}fig1_seeds": {"exp/exp": exp, "exp/softmax": soft},
-                f"{prefix}fig1_tenths": {f"exp/{a} n={n}": [1.0, 1.0] for a in ("exp", "softmax") for n in ns}}
+    run = _fig1c_run
     base = run("bandwidth_", (6, 8, 10, 12, 14), 0.1)                 # tied at n = 6, softmax ahead elsewhere
     assert evaluate(all_claims()["cheng.fig1c_bandwidth"], base, "bandwidth")["verdict"] == INCONCLUSIVE
     assert evaluate(claim, {**base, **run("bandwidth_n6_", (6,), 0.0, seeds=6)}, "bandwidth_n6")["verdict"] in HOLDS
@@ -225,3 +229,22 @@ def test_the_twelve_seed_run_replaces_long_abs_tied_cell_and_nothing_else():
     tied2["long_ab_fig1_seeds"]["linear/exp"] = [list(np.array(matched[0]) + np.array([0.3, -0.3] * 3))] + \
         both["long_ab_fig1_seeds"]["linear/exp"][1:]
     assert evaluate(claim, tied2, "seeds12_b")["verdict"] == INCONCLUSIVE
+
+
+def test_the_authors_optimizer_run_decides_bigbatchs_n6_comparison():
+    claim = all_claims()["cheng.fig1c_authors"]
+    assert claim.source == "cheng.figure1/authors_c6" and "authors' code's optimizer" in claim.reduced["authors_c6"]
+    assert not claim.deviations                        # the paper's setting, trained as its code trains
+
+    run = _fig1c_run
+    base = run("bigbatch_", (6, 8, 10, 12, 14), 0.2)                 # reversed at n = 6, softmax ahead elsewhere
+    assert evaluate(claim, {**base, **run("authors_c6_", (6,), 0.0, seeds=6)}, "authors_c6")["verdict"] in HOLDS
+    assert evaluate(claim, {**base, **run("authors_c6_", (6,), 0.2, seeds=6)}, "authors_c6")["verdict"] == DIFFERS
+    assert evaluate(claim, {**base, **run("authors_c6_", (6,), 0.1, seeds=6)}, "authors_c6")["verdict"] == INCONCLUSIVE
+    assert evaluate(claim, base, "authors_c6")["verdict"] == VERDICTS[-1]        # without the run: not run
+    tied = run("bigbatch_", (6, 8, 10, 12, 14), 0.2, spread=0.3)               # n = 10-14 tied in the seed spread
+    alone = {**tied, **run("authors_c6_", (6,), 0.2, seeds=6)}
+    assert evaluate(claim, alone, "authors_c6")["verdict"] == INCONCLUSIVE        # a single reversal: could be chance
+    again = {**alone, **run("authors_seed1_", (6,), 0.2, seeds=6)}
+    row = evaluate(claim, again, "authors_c6")
+    assert row["verdict"] == DIFFERS and "authors_c6_seed1" in row["gate"], row   # found again in the replica
