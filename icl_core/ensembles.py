@@ -187,7 +187,7 @@ class Runs:
                 continue
             norm = sum(g.reshape(*g.shape[:lead + 1], -1).pow(2).sum(-1) for g in grads).sqrt()   # ([K,] L)
             r = radii.to(norm)
-            coef = torch.where(norm > r, r / torch.where(norm > r, norm, torch.ones_like(norm)), torch.ones_like(norm))
+            coef = torch.where(norm > r, r / norm, torch.ones_like(norm))    # norm <= r (a zero one too): as is
             for g in grads:
                 g.mul_(coef.view(*coef.shape, *[1] * (g.dim() - lead - 1)))
 
