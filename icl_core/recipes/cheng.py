@@ -429,8 +429,8 @@ def figure3_pair_steps(cfg) -> dict[str, int]:
     # single batches moves its distances (drift_probe; 64 batches, about 20 one-core seconds per pair)
     # long_6 (A free): all nine pairs trained on from their kept states, round by round, each pair to the
     # steps the gate still held it open for (the rounds, their numbers and reasons: long_6/NOTE.md). Latest
-    # round (seventeenth session): exp/linear on to 133,000 (its B_2'C_2 at 0.110 after 123,000, still coming
-    # down 10% a tenth, the only matrix holding the gate open)
+    # round (seventeenth session): exp/linear on to 133,000, then 140,000 (its B_2'C_2 at 0.103 after 133,000,
+    # still coming down 11% a tenth, the only matrix holding the gate open)
     **{f"long_{fig}": dict(**{**COMMON_MID, "batch_size": 1024, "steps": 5000, **extra}, pairs=FIG3_PAIRS, n=30,
                            depth=3, trace_every=100, a_modes=[mode],
                            checkpoint_dir=f"results/cheng.figure3/long_{fig}/pieces", drift_batches=64)
@@ -439,7 +439,7 @@ def figure3_pair_steps(cfg) -> dict[str, int]:
                                 ("6", "Afree", {"steps": 9000, "steps_by_pair": {
                                     "relu/softmax": 61000, "relu/relu": 21000,
                                     **{p: 17000 for p in ("exp/softmax", "exp/relu")},
-                                    "relu/linear": 93000, "exp/linear": 133000, "linear/linear": 25000,
+                                    "relu/linear": 93000, "exp/linear": 140000, "linear/linear": 25000,
                                     "linear/softmax": 29000}}))},
     # Figure 5's linear-attention runs on relu and exp data, continued from long_5's 25,000-step states at 8x the
     # batch (less noise per step, nearer the paper's 30,000): at batch 1,024 their distances settled near 0.4 while
