@@ -84,6 +84,16 @@ def test_figure2_claims_are_inconclusive_within_the_seed_spread_and_differ_beyon
     assert evaluate(claims["cheng.fig2a_relu_gap_mid"], closing, "mid")["verdict"] == DIFFERS
 
 
+def _panel_a_L2(prefix, relu, exp, tenths=(1.0, 1.0), seed=2):
+    """Records of a run of panel (a) at L = 2 alone under ``prefix``: 6 seeds per activation
+    around the log losses ``relu`` and ``exp``; ``tenths``: relu's training tenths."""
+    rng = np.random.default_rng(seed)
+    return {f"{prefix}fig2_depths": [2], f"{prefix}fig2_bayes": {"n14/relu": -1.6},
+            f"{prefix}fig2_seeds": {"n14/relu/relu": [list(relu + 0.01 * rng.standard_normal(6))],
+                                    "n14/relu/exp": [list(exp + 0.01 * rng.standard_normal(6))]},
+            f"{prefix}fig2_tenths": {"n14/relu/relu L=2": list(tenths), "n14/relu/exp L=2": [1.0, 1.0]}}
+
+
 def test_the_long_fig2_claim_decides_mids_tie_from_the_longer_run_alone():
     claim = all_claims()["cheng.fig2_match_long"]
     assert claim.source == "cheng.figure2/long_a" and "8,000" in claim.reduced["long_a"]
@@ -93,11 +103,7 @@ def test_the_long_fig2_claim_decides_mids_tie_from_the_longer_run_alone():
     assert evaluate(all_claims()["cheng.fig2_match_mid"], mid, "mid")["verdict"] == INCONCLUSIVE
 
     def long(relu, exp, tenths=(1.0, 1.0)):
-        rng = np.random.default_rng(2)
-        return {"long_a_fig2_depths": [2], "long_a_fig2_bayes": {"n14/relu": -1.6},
-                "long_a_fig2_seeds": {"n14/relu/relu": [list(relu + 0.01 * rng.standard_normal(6))],
-                                      "n14/relu/exp": [list(exp + 0.01 * rng.standard_normal(6))]},
-                "long_a_fig2_tenths": {"n14/relu/relu L=2": list(tenths), "n14/relu/exp L=2": [1.0, 1.0]}}
+        return _panel_a_L2("long_a_", relu, exp, tenths, seed=2)
     before = {k: [list(x) for x in v] for k, v in tie.items()}
     assert evaluate(claim, {**mid, **long(-1.0, -0.7)}, "long_a")["verdict"] in HOLDS
     assert evaluate(claim, {**mid, **long(-0.7, -1.0)}, "long_a")["verdict"] == DIFFERS
@@ -362,11 +368,7 @@ def test_the_authors_optimizer_is_a_piece_setting_and_its_claim_reads_authors_a(
     mid["mid_fig2_seeds"]["n14/relu/exp"][1] = [x - 0.3 for x in mid["mid_fig2_seeds"]["n14/relu/exp"][1]]  # a tie
 
     def authors(relu, exp):
-        rng = np.random.default_rng(3)
-        return {"authors_a_fig2_depths": [2], "authors_a_fig2_bayes": {"n14/relu": -1.6},
-                "authors_a_fig2_seeds": {"n14/relu/relu": [list(relu + 0.01 * rng.standard_normal(6))],
-                                         "n14/relu/exp": [list(exp + 0.01 * rng.standard_normal(6))]},
-                "authors_a_fig2_tenths": {"n14/relu/relu L=2": [1.0, 1.0], "n14/relu/exp L=2": [1.0, 1.0]}}
+        return _panel_a_L2("authors_a_", relu, exp, seed=3)
     assert evaluate(claim, {**mid, **authors(-1.07, -0.95)}, "authors_a")["verdict"] in HOLDS
     assert evaluate(claim, {**mid, **authors(-0.9, -0.95)}, "authors_a")["verdict"] == DIFFERS
     assert evaluate(claim, mid, "authors_a")["verdict"] == VERDICTS[-1]      # without the run: not run

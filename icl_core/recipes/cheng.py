@@ -228,6 +228,8 @@ COMMON_CI = dict(seeds=2, batch_size=256, pool=20, steps=200, lr=0.01, test_prom
 # mid: fresh prompts every step, float64, the median-based convergence gate (see the module doc)
 COMMON_MID = dict(seeds=3, batch_size=256, pool=0, steps=2000, lr=0.003, test_prompts=4000, seed=0,
                   float64=True, center="median", keep_state=True)
+# trained as the authors' code trains (optimizer "authors", its lr 0.1), 6 seeds, 8x mid's steps: the authors_* scales
+AUTHORS_MID = {**COMMON_MID, "seeds": 6, "steps": 16000, "lr": 0.1, "optimizer": "authors"}
 # paper: the paper's batch and test set, trained as the authors' code trains (its optimizer, lr 0.1 and the
 # 40,100 steps it gives "for 7 layers"; authors_a: under it the flipped layers of our Adam did not occur), from
 # a pool of 10 batches per setting (the code draws a new batch every 10 steps: drawing 30,000 GP prompts a step
@@ -272,11 +274,11 @@ COMMON_PAPER = dict(seeds=3, batch_size=30000, pool=10, steps=40100, lr=0.1, opt
                    checkpoint_dir="results/cheng.figure1/seeds12_b/pieces"),
     # Fig. 1(c) at n = 6, where softmax trails exp under our Adam at batch 256 and 2,048 (bigbatch and
     # bigbatch_seed1), trained as the authors' code trains (optimizer "authors", as cheng.figure2's authors_a)
-    authors_c6=dict(**{**COMMON_MID, "seeds": 6, "steps": 16000, "lr": 0.1, "optimizer": "authors"}, kernels=["exp"],
+    authors_c6=dict(**AUTHORS_MID, kernels=["exp"],
                     activations=["exp", "softmax"], ns=[6], depth=3,
                     checkpoint_dir="results/cheng.figure1/authors_c6/pieces"),
     # an independent replica of authors_c6 (seed 1: other Sigma rotations, initialisations and draws)
-    authors_c6_seed1=dict(**{**COMMON_MID, "seeds": 6, "steps": 16000, "lr": 0.1, "optimizer": "authors", "seed": 1},
+    authors_c6_seed1=dict(**{**AUTHORS_MID, "seed": 1},
                           kernels=["exp"], activations=["exp", "softmax"], ns=[6], depth=3,
                           checkpoint_dir="results/cheng.figure1/authors_c6_seed1/pieces"),
     description="Cheng et al. Fig. 1: log test loss against n for each data kernel and "
@@ -322,7 +324,7 @@ def figure1_recipe(cfg, device) -> Result:
     # long_a's setting trained as the authors' code trains (optimizer "authors", its lr 0.1): under mid's Adam two
     # of long_a's six relu seeds end with their second layer's score matrix flipped (score_spectra), the tie
     # of fig2_match_long; here the same six initialisations train under the authors' optimizer (NOTE.md)
-    authors_a=dict(**{**COMMON_MID, "seeds": 6, "steps": 16000, "lr": 0.1, "optimizer": "authors"}, kernels=["relu"],
+    authors_a=dict(**AUTHORS_MID, kernels=["relu"],
                    activations=["relu", "exp"], ns=[14], depths=[2], checkpoint_dir="results/cheng.figure2/authors_a/pieces"),
     paper=dict(**COMMON_PAPER, kernels=["relu", "exp"], activations=["relu", "exp", "softmax"], ns=[14, 6],
                depths=[1, 2, 3, 4, 5, 6, 7, 8]),
@@ -546,6 +548,16 @@ def _drift_at(cfg, kernel: str, act: str, mode: str, path: str, batches: int) ->
     return out
 
 
+def _kept_state(recipe: str, scale: str, cfg: dict, name: str, overrides: dict) -> str | None:
+    """The kept training state of piece ``name`` (no suffix) of ``recipe``'s ``scale``: under
+    ``cfg``'s ``checkpoint_dir`` when ``overrides`` set one, else the committed result's
+    ``pieces/``, found as :func:`icl_core.committed.find` finds results (from any working folder)."""
+    if "checkpoint_dir" in overrides:
+        return _state(cfg, name + ".json")
+    folder = committed.find(recipe, scale, files=(f"pieces/{name}.pt",))
+    return None if folder is None else str(folder / "pieces" / f"{name}.pt")
+
+
 def drift_probe(scale: str, pair: str, mode: str = "A0", batches: int = 64, **overrides) -> dict:
     """Is the trained-on piece ``pair`` ("kernel/activation") of a ``cheng.figure3`` scale moving
     its dist(M, I) by gradient or by noise (:mod:`icl_core.drift`)? At the piece's kept state,
@@ -554,14 +566,14 @@ def drift_probe(scale: str, pair: str, mode: str = "A0", batches: int = 64, **ov
     dist along the descent step, plain (``"gd"``) and as Adam takes it (``"adam"``, the state's
     second moment): ``{"step", "batches", "dist", "gd", "adam"}``, the last two ``[seed][matrix]``
     of :func:`icl_core.drift.summarize`'s dicts. ``overrides``: config keys of the scale to change
-    (those its pieces were made with). A scale with ``drift_batches`` records this for every
-    pair in its result (``metrics["<pair>_<mode>_drift"]``)."""
+    (those its pieces were made with; the state is found by :func:`_kept_state`). A scale with
+    ``drift_batches`` records this for every pair in its result (``metrics["<pair>_<mode>_drift"]``)."""
     cfg = config("cheng.figure3", scale, **overrides)
     kernel, _, act = pair.partition("/")
     if f"{kernel}/{act}" not in {f"{k}/{a}" for k, a in cfg["pairs"]} or mode not in cfg.get("a_modes", ["A0", "Afree"]):
         raise ValueError(f"pair must be one of {[f'{k}/{a}' for k, a in cfg['pairs']]} and mode one of "
                          f"{cfg.get('a_modes', ['A0', 'Afree'])} for {scale}, got {pair!r}, {mode!r}")
-    path = _state(cfg, f"t3-{kernel}_{act}_{mode}-n{cfg['n']}-L{cfg['depth']}.json")
+    path = _kept_state("cheng.figure3", scale, cfg, f"t3-{kernel}_{act}_{mode}-n{cfg['n']}-L{cfg['depth']}", overrides)
     if path is None or not Path(path).exists():
         raise FileNotFoundError(f"no kept training state for {pair} ({mode}) of {scale}: {path}")
     return _drift_at(cfg, kernel, act, mode, path, check_int("batches", batches, minimum=2))
@@ -575,9 +587,8 @@ def score_spectra(recipe: str, scale: str, kernel: str, act: str, n: int, depth:
     B_l^T C_l = I and r_l < 0 (this library's sign): a positive definite score matrix weights
     tokens that point the same way. ``kernel``, ``act``, ``n``, ``depth``: the setting (data
     kernel, the one head's activation, context length, layers) among the scale's; ``overrides``:
-    config keys of the scale to change (those its pieces were made with; with ``checkpoint_dir``
-    the state is read from there, else from the committed result's ``pieces/``, found as
-    :func:`icl_core.committed.find` finds results). Returns ``{"step", "eig": [seed][layer] =
+    config keys of the scale to change (those its pieces were made with; the state is found
+    by :func:`_kept_state`). Returns ``{"step", "eig": [seed][layer] =
     [min, max], "r": [seed][layer]}``."""
     tags = {"cheng.figure1": 1, "cheng.figure2": 2}
     if recipe not in tags:
@@ -588,12 +599,7 @@ def score_spectra(recipe: str, scale: str, kernel: str, act: str, n: int, depth:
                                  ("n", n, cfg["ns"]), ("depth", depth, depths)):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed} for {recipe} {scale}, got {value!r}")
-    name = f"t{tags[recipe]}-{kernel}-{act}-n{n}-L{depth}"
-    if "checkpoint_dir" in overrides:
-        path = _state(cfg, name + ".json")
-    else:                  # the committed result's pieces, wherever the page runs (committed.find)
-        folder = committed.find(recipe, scale, files=(f"pieces/{name}.pt",))
-        path = None if folder is None else str(folder / "pieces" / f"{name}.pt")
+    path = _kept_state(recipe, scale, cfg, f"t{tags[recipe]}-{kernel}-{act}-n{n}-L{depth}", overrides)
     if path is None or not Path(path).exists():
         raise FileNotFoundError(f"no kept training state for {kernel} data, h = {act}, n = {n}, L = {depth} of "
                                 f"{recipe} {scale}: {path}")
