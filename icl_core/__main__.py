@@ -128,6 +128,9 @@ def main(argv=None) -> int:
     p_cont.add_argument("--dir", default=None, help="the run's folder (default results/<recipe>/<scale>)")
     p_cont.add_argument("--sha", default=None, help="git sha for provenance (where no .git is)")
     p_cont.add_argument("--compile", action="store_true", help="torch.compile the model (one-model runs)")
+    p_cont.add_argument("--evaluate-only", action="store_true",
+                        help="train nothing: score the committed state with this code's evaluation and add "
+                             "the keys its newest piece lacks (on the CPU)")
     p_cont.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                         help="override a config entry (a folder written with others is refused)")
     p_plot = sub.add_parser("plot", help="draw a saved result with the book's figure function")
@@ -149,6 +152,15 @@ def main(argv=None) -> int:
                 for name, r in sorted(LONG_RUNS.items()):
                     print(f"{name}\n    {r.description}\n    folder: {default_folder(r)} "
                           f"({committed_summary(default_folder(r))})")
+                return 0
+            if args.evaluate_only:
+                from .long_runs import evaluate_committed
+                if args.set or args.compile:
+                    raise ValueError("--evaluate-only takes the committed settings: leave out --set and --compile")
+                entry = evaluate_committed(args.long_run, folder=args.dir, sha=args.sha, command=command)
+                added = entry["evaluations"][-1]["added"]
+                print(f"step {entry['to_step']:,}: {len(added)} metric(s) added to the newest piece"
+                      + (": " + ", ".join(added) if added else " (it had every one)"))
                 return 0
             entry = continue_run(args.long_run, args.minutes, device=args.device, folder=args.dir,
                                  sha=args.sha, command=command, compile=args.compile,

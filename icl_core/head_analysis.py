@@ -243,39 +243,83 @@ def icl_curve(model, cfg, noise_std, ns, n_prompts=2048) -> np.ndarray:
                      for n in ns])
 
 
+def _analysis_prompts(cfg, noise_std, n_prompts, pprobe_prompts):
+    """The shared prompts of every analysis: head assessment (n = 10, one query), the probes'
+    training set, and P-probing's 117 examples with 11 queries (same seeds for every model)."""
+    return (eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=2), eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=3),
+            eval_prompts(cfg, noise_std, 117, 11, pprobe_prompts, tag=4))
+
+
+def _pprobe(features, long, steps, noise_std) -> dict:
+    """P-probing on ``features`` of the 117-example prompts ``long``: the best curve over the
+    paper's step sizes, its step size, and the standard error over prompts at its lowest step."""
+    from .theory.chen import LRS, gd_path
+    curves, best = p_probing(features, long.y[:, 117:], steps, LRS, noise_std)
+    curve, lr = curves[best], LRS[best]
+    k = int(np.argmin(curve))
+    f, y = features.double(), long.y[:, 117:].double()
+    w = gd_path(f[:, :-1], y[:, :-1], float(lr), [k])[0]                            # (B, D)
+    err = ((f[:, -1] * w).sum(1) - y[:, -1]) ** 2
+    return {"curve": curve, "lr": lr, "se": float(err.std() / math.sqrt(len(err)))}
+
+
+def analyse_model(model, cfg: dict, noise_std: float, n_prompts: int = 8192, pprobe_prompts: int = 1024,
+                  pprobe_steps: int = 100, assess_heads: bool = True) -> dict:
+    """The analyses of Chen et al. that read one trained model alone (its prompts shared with
+    every other model at ``noise_std``): ``delta`` / ``weights`` ((L, h) head assessment, eq. 3.1,
+    Fig. 1c / 4; n = 10, one query, ``n_prompts`` prompts; only with ``assess_heads``), ``probes`` ((L + 1,) per-layer ridge
+    probes, Fig. 1d / 5-8), and, when ``pprobe_steps`` > 0, ``pprobe`` / ``pprobe_lr`` /
+    ``pprobe_se`` (Fig. 2b: the best curve over ``pprobe_steps`` GD steps on the first block's
+    query features, its step size, and the standard error over prompts at its lowest point)."""
+    test, probe_train, long = _analysis_prompts(cfg, noise_std, n_prompts, pprobe_prompts)
+    out = {}
+    if assess_heads:
+        out["delta"], out["base"] = head_importance(model, test)
+        out["weights"] = head_weights(out["delta"])
+    out["probes"] = layer_probes(model, probe_train, test)
+    if pprobe_steps:
+        pp = _pprobe(first_block_query_features(model, long), long, pprobe_steps, noise_std)
+        out["pprobe"], out["pprobe_lr"], out["pprobe_se"] = pp["curve"], pp["lr"], pp["se"]
+    return out
+
+
+def pprobe_references(cfg: dict, noise_std: float, pprobe_prompts: int = 1024, pprobe_steps: int = 100) -> dict:
+    """Fig. 2b's two references, on :func:`analyse_model`'s P-probing prompts: GD on the raw
+    covariates and on the ideal Algorithm 1 (``r_hat`` from the 117 examples): name ->
+    ``{"curve": (pprobe_steps + 1,) best curve, "lr": its step size, "se": standard error}``."""
+    from .theory.chen import preprocess
+    long = _analysis_prompts(cfg, noise_std, 1, pprobe_prompts)[2]
+    return {"raw x": _pprobe(long.x[:, 117:].double(), long, pprobe_steps, noise_std),
+            "Algorithm 1 (ideal)": _pprobe(preprocess(long.x.double(), long.y.double(), 117)[:, 117:], long,
+                                           pprobe_steps, noise_std)}
+
+
 def analyse_trained(models: dict, cfg: dict, noise_std: float, h: int, L: int,
                     n_prompts: int = 8192, pprobe_prompts: int = 1024, pprobe_steps: int = 100,
                     seed: int = 0) -> dict:
     """Every trained-model analysis of Chen et al. on the ``h``-head, ``L``-layer model, its
-    pruned version and the 1-head model of the same depth (all at ``noise_std``).
+    pruned version and the 1-head model of the same depth (all at ``noise_std``), from
+    :func:`analyse_model` and :func:`pprobe_references`.
 
     Returns a dict with ``delta`` / ``weights`` (head assessment, Fig. 1c / 4, n = 10, one
     query, ``n_prompts`` prompts), ``probes`` (per-layer ridge probes, Fig. 1d / 5-8: name ->
     ``(L + 1,)``), ``pprobe`` (Fig. 2b: name -> best curve over ``pprobe_steps`` GD steps,
     for the 1- and h-head models, raw x and the ideal Algorithm 1) and ``pprobe_lr``."""
-    from .theory.chen import LRS, preprocess
-    multi = models[model_name(h, L, noise_std, seed=seed)]
-    single = models[model_name(1, L, noise_std, seed=seed)]
+    kw = dict(n_prompts=n_prompts, pprobe_prompts=pprobe_prompts, pprobe_steps=pprobe_steps)
     pruned = models.get(model_name(h, L, noise_std, pruned=True, seed=seed))
-    test = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=2)
-    probe_train = eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=3)
-    out = {}
-    out["delta"], out["base"] = head_importance(multi, test)
-    out["weights"] = head_weights(out["delta"])
-    out["probes"] = {}
-    for name, m in (("h=%d" % h, multi), ("pruned h=%d" % h, pruned), ("h=1", single)):
-        if m is not None:
-            out["probes"][name] = layer_probes(m, probe_train, test)
-    long = eval_prompts(cfg, noise_std, 117, 11, pprobe_prompts, tag=4)
-    y_q = long.y[:, 117:]
-    features = {"h=1": first_block_query_features(single, long),
-                "h=%d" % h: first_block_query_features(multi, long),
-                "raw x": long.x[:, 117:].double(),
-                "Algorithm 1 (ideal)": preprocess(long.x.double(), long.y.double(), 117)[:, 117:]}
-    out["pprobe"], out["pprobe_lr"] = {}, {}
-    for name, f in features.items():
-        curves, best = p_probing(f, y_q, pprobe_steps, LRS, noise_std)
-        out["pprobe"][name], out["pprobe_lr"][name] = curves[best], LRS[best]
+    each = {"h=%d" % h: analyse_model(models[model_name(h, L, noise_std, seed=seed)], cfg, noise_std, **kw),
+            "pruned h=%d" % h: None if pruned is None else analyse_model(pruned, cfg, noise_std, **dict(kw, pprobe_steps=0),
+                                                                  assess_heads=False),
+            "h=1": analyse_model(models[model_name(1, L, noise_std, seed=seed)], cfg, noise_std, **kw, assess_heads=False)}
+    multi = each["h=%d" % h]
+    out = {"delta": multi["delta"], "base": multi["base"], "weights": multi["weights"],
+           "probes": {name: a["probes"] for name, a in each.items() if a is not None}}
+    curves = {name: {"curve": each[name]["pprobe"], "lr": each[name]["pprobe_lr"]}
+              for name in ("h=1", "h=%d" % h)} if pprobe_steps else {}
+    if pprobe_steps:
+        curves.update(pprobe_references(cfg, noise_std, pprobe_prompts, pprobe_steps))
+    out["pprobe"] = {name: c["curve"] for name, c in curves.items()}
+    out["pprobe_lr"] = {name: c["lr"] for name, c in curves.items()}
     return out
 
 

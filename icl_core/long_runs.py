@@ -215,6 +215,40 @@ def load_models(run: LongRun, folder: str | Path | None = None, **overrides) -> 
     return out
 
 
+def evaluate_committed(name: str, folder: str | Path | None = None, sha: str | None = None,
+                       command: str | None = None) -> dict:
+    """Score the committed state of long run ``name`` again with this code's evaluation, without
+    training: the keys the newest piece's ``metrics`` lack (an evaluation extended after the piece
+    ran) are added; the keys it has are kept as recorded, and their recomputed values are listed
+    beside them (numbers only). The entry's ``evaluations`` list records each such pass (keys added, values
+    rechecked, provenance). ``progress.json`` is replaced atomically; nothing else is touched.
+    Returns the new entry (CPU, so a GPU-trained piece is rescored on the CPU)."""
+    from .recipes import _load_all
+    _load_all()
+    run = get_long_run(name)
+    folder = Path(folder) if folder is not None else default_folder(run)
+    state = load_state(folder)
+    if state is None or not state["progress"].get("pieces"):
+        raise ValueError(f"no committed piece in {folder}: nothing to evaluate")
+    progress = state["progress"]
+    cfg = dict(progress["config"])
+    models = load_models(run, folder, **cfg)
+    t0 = time.perf_counter()
+    metrics = run.evaluate(list(models.values()), cfg)
+    seconds = time.perf_counter() - t0
+    entry = progress["pieces"][-1]
+    added = sorted(k for k in metrics if k not in entry["metrics"])
+    entry["metrics"].update({k: metrics[k] for k in added})
+    entry.setdefault("evaluations", []).append(
+        {"at_step": state["step"], "added": added,
+         "rechecked": {k: v for k, v in metrics.items() if k not in added and isinstance(v, (int, float))},
+         "provenance": provenance(device_name(pick_device("cpu")), seconds, cfg.get("seed"), command, sha=sha or git_sha())})
+    tmp = folder / "progress.json.tmp"
+    tmp.write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
+    tmp.replace(folder / "progress.json")
+    return entry
+
+
 # --- one piece ----------------------------------------------------------------------------
 _RUN_FILE = re.compile(r"state\.pt|progress\.json|run\d+\.(params|adam)\.pt")   # the files a piece writes
 

@@ -14,6 +14,9 @@ from icl_core.head_analysis import load_models
 from icl_core.results import Result
 from icl_core.tasks import SparseLinearRegression
 from icl_core.theory import chen as T
+from icl_core.claims import VERDICTS
+
+MODIFIED, INCONCLUSIVE, DIFFERS = VERDICTS[2], VERDICTS[3], VERDICTS[4]     # no verdict typed here
 
 
 def prompts(B=64, n=10, q=3, d=8, s=2, noise=0.1, seed=0, **kw):
@@ -67,6 +70,18 @@ def test_gd_closed_form_and_preconditioned_view():
     _, u = T.pre_gd_weights(x, y, 10, 0.05, 8)
     P = T.preconditioned_gd_path(X, Y, T.correlations(x, y, 10) ** 2, 0.05, 8)
     assert torch.allclose(P, u, rtol=1e-9, atol=1e-12)        # eigendecomposition vs recursion
+
+
+def test_gd_closed_form_with_features_wider_than_the_examples():
+    """D > n (a trained model's hidden states): the n x n dual form gives GD's iterates."""
+    g = torch.Generator().manual_seed(3)
+    X, Y = torch.randn(16, 6, 40, generator=g, dtype=torch.float64), torch.randn(16, 6, generator=g, dtype=torch.float64)
+    assert (T.gd_path(X, Y, 0.05, 25) - T.gd_iterative(X, Y, 0.05, 25)).abs().max() < 1e-10
+    lrs = torch.linspace(0.01, 0.08, 16, dtype=torch.float64)               # one step size per prompt
+    each = torch.cat([T.gd_iterative(X[b:b + 1], Y[b:b + 1], float(lrs[b]), 25) for b in range(16)], 1)
+    assert (T.gd_path(X, Y, lrs, 25) - each).abs().max() < 1e-10
+    assert torch.equal(T.gd_path(X, Y, 0.05, [0])[0], torch.zeros(16, 40, dtype=torch.float64))
+    assert not torch.isfinite(T.gd_path(X, Y, 10.0, [200])).all()     # a diverging step size stays visible
 
 
 def test_excess_risk_and_ols_formula():
@@ -228,3 +243,57 @@ def test_bias_variance_path_splits_the_estimate_exactly():
     torch.testing.assert_close(quiet["variance"], torch.zeros(4, 8, dtype=torch.float64))
     torch.testing.assert_close(quiet["bias"], quiet["total"])
     assert torch.all(quiet["bias"][1:] <= quiet["bias"][:-1] + 1e-12)             # GD on noiseless labels
+
+
+def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.25, 0.6, 0.7, 0.8),
+                   lows=(1.6, 2.0), se=0.05):
+    """Records as the page makes them from the paper-scale pieces (``pieces_records``)."""
+    curve = lambda lo: [3.0] + [lo] * 100
+    W = np.array([[d] + [(1 - d) / 3] * 3 for d in dominance_])
+    return {"paper_pieces_step": step, "paper_pieces_steps_total": 320_000,
+            "paper_pieces_risk": {"h1": risks[0], "h4": risks[1]}, "paper_pieces_ridge": ridge,
+            "pieces_analysis_step": {"h1": step, "h4": step}, "pieces_fig1c_weights": W.tolist(),
+            "pieces_fig1c_dominance": dominance(W).tolist(), "pieces_fig1c_entropy": entropy(W).tolist(),
+            "pieces_fig1c_layer1_least_dominated": bool(dominance(W)[0] < dominance(W)[1:].min()),
+            "pieces_pprobe": {"h=1": curve(lows[1]), "h=4": curve(lows[0]), "raw x": curve(1.5),
+                              "Algorithm 1 (ideal)": curve(0.1)},
+            "pieces_pprobe_se": {"h=1": se, "h=4": se, "raw x": se, "Algorithm 1 (ideal)": se}}
+
+
+@pytest.mark.parametrize("claim, holds, fails", [
+    ("chen.fig1b_paper", dict(risks=(1.13, 1.04)), dict(risks=(1.04, 1.13))),
+    ("chen.fig1c_paper", dict(), dict(dominance_=(0.9, 0.6, 0.7, 0.8))),
+    ("chen.fig2b_paper", dict(), dict(lows=(2.0, 1.6)))])
+def test_pieces_claims_confirm_early_but_refute_only_at_the_end(claim, holds, fails):
+    from icl_core.claims import all_claims, evaluate
+    c = all_claims()[claim]
+    verdict = lambda **kw: evaluate(c, _pieces_values(**kw), "paper")["verdict"]
+    assert verdict(**holds) == MODIFIED                 # unfinished, and the pattern already there
+    assert verdict(**fails) == INCONCLUSIVE             # unfinished: it may still form
+    assert verdict(step=320_000, **fails) == DIFFERS    # finished, and not there
+    assert verdict(ridge=1.2, **holds) == INCONCLUSIVE  # not clearly below ridge (0.9 x 1.2)
+    row = evaluate(c, _pieces_values(**fails), "paper")
+    assert "only the last step can refute it" in row["gate"]
+
+
+def test_fig2b_pieces_tie_within_sampling_error_is_inconclusive_even_when_finished():
+    from icl_core.claims import all_claims, evaluate
+    row = evaluate(all_claims()["chen.fig2b_paper"], _pieces_values(step=320_000, lows=(1.9, 2.0), se=0.1), "paper")
+    assert row["verdict"] == INCONCLUSIVE and "within 2 SE" in row["gate"]
+
+
+def test_pieces_records_read_the_newest_piece_and_need_its_analysis():
+    from icl_core.recipes.chen import pieces_records
+    cfg = {"L": 4, "noise_stds": [0.1], "seed": 0}
+    m4 = {"h4_L4_s0.1/head_delta": [[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0], [1.0, 3.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]],
+          "h4_L4_s0.1/probes": [4.0, 2.0, 1.5, 1.2, 1.0], "h4_L4_s0.1/pprobe": [3.0, 1.6], "h4_L4_s0.1/pprobe_lr": 0.01,
+          "h4_L4_s0.1/pprobe_se": 0.05, "h4_L4_s0.1/pprobe_ref/raw x": {"curve": [3.0, 1.5], "lr": 0.1, "se": 0.04}}
+    m1 = {"h1_L4_s0.1/probes": [4.0, 3.0, 2.0, 1.5, 1.1], "h1_L4_s0.1/pprobe": [3.0, 2.0], "h1_L4_s0.1/pprobe_lr": 0.01,
+          "h1_L4_s0.1/pprobe_se": 0.05}
+    state = lambda m, step: {"progress": {"config": cfg, "pieces": [{"to_step": 10, "metrics": {}},
+                                                                     {"to_step": step, "metrics": m}]}}
+    v = pieces_records({1: state(m1, 200), 4: state(m4, 100)})
+    assert v["pieces_analysis_step"] == {"h1": 200, "h4": 100}
+    assert np.allclose(v["pieces_fig1c_weights"][1], [1, 0, 0, 0]) and v["pieces_fig1c_layer1_least_dominated"] is True
+    assert set(v["pieces_pprobe"]) == {"h=1", "h=4", "raw x"} and v["pieces_pprobe_lr"]["raw x"] == 0.1
+    assert pieces_records({1: state({}, 200), 4: state(m4, 100)}) == {}     # a piece from before the analysis

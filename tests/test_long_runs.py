@@ -63,6 +63,14 @@ def test_pieces_continue_one_run(tmp_path):
     assert state["step"] == 20 and state["losses"].shape == (20, 2)
     assert [p["to_step"] for p in state["progress"]["pieces"]] == [10, 20]
     assert {"h4_L4_s0/risk_n10", "h4_L4_s0.1/ridge_n10", "h4_L4_s0.1/lasso_n10"} <= set(second["metrics"])
+    m = second["metrics"]                       # each piece carries the one-model analyses of Figs. 1c, 1d, 2b
+    assert np.asarray(m["h4_L4_s0.1/head_delta"]).shape == (4, 4) and len(m["h4_L4_s0.1/probes"]) == 5
+    assert len(m["h4_L4_s0.1/pprobe"]) == 101 and m["h4_L4_s0.1/pprobe_se"] > 0
+    assert set(m["h4_L4_s0.1/pprobe_ref/raw x"]) == {"curve", "lr", "se"}
+    from icl_core.head_analysis import analyse_model       # the same numbers as the page's analysis
+    again = analyse_model(load_models(get_long_run(NAME), folder, **TINY)["h4_L4_s0.1"], dict(get_long_run(NAME).config, **TINY),
+                          0.1, n_prompts=TINY["eval_prompts"])
+    assert np.allclose(again["delta"], m["h4_L4_s0.1/head_delta"]) and np.allclose(again["pprobe"], m["h4_L4_s0.1/pprobe"])
     assert sorted(p.name for p in folder.iterdir()) == [
         "progress.json", "run0.adam.pt", "run0.params.pt", "run1.adam.pt", "run1.params.pt", "state.pt"]
     # an uninterrupted run: the first piece equal, the second close (Adam's first moment restarts)
@@ -165,3 +173,27 @@ def test_the_pieces_figure_labels_runs_by_heads_or_by_name():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h = 4, Adam 1e-3", "h = 4, Adam 1e-4"]
     assert "3,000 of 9,000 (h = 4, Adam 1e-3), 2,000 of 6,000 (h = 4, Adam 1e-4)" in ax.get_title()
     plt.close("all")
+
+
+def test_evaluate_only_adds_what_an_older_piece_lacks_and_trains_nothing(tmp_path, capsys):
+    folder = tmp_path / "run"
+    continue_run(NAME, 60, device="cpu", folder=folder, **dict(TINY, steps=6))
+    progress = json.loads((folder / "progress.json").read_text())
+    full = dict(progress["pieces"][-1]["metrics"])
+    old = {k: v for k, v in full.items() if k.endswith(("_n10",))}     # a piece from before the analysis
+    progress["pieces"][-1]["metrics"] = old
+    (folder / "progress.json").write_text(json.dumps(progress))
+    params = (folder / "run0.params.pt").read_bytes()
+    assert main(["continue", NAME, "--evaluate-only", "--dir", str(folder)]) == 0
+    assert "metric(s) added to the newest piece" in capsys.readouterr().out
+    entry = load_state(folder)["progress"]["pieces"][-1]
+    assert set(entry["metrics"]) == set(full) and entry["to_step"] == 6
+    assert np.allclose(entry["metrics"]["h4_L4_s0.1/head_delta"], full["h4_L4_s0.1/head_delta"])
+    (ev,) = entry["evaluations"]
+    assert ev["at_step"] == 6 and set(ev["added"]) == set(full) - set(old)
+    assert all(abs(ev["rechecked"][k] - old[k]) < 1e-9 for k in old)     # the recorded numbers, recomputed
+    assert (folder / "run0.params.pt").read_bytes() == params            # no training
+    assert main(["continue", NAME, "--evaluate-only", "--dir", str(folder), "--set", "lr=0.1"]) == 2
+    assert "--evaluate-only takes the committed settings" in capsys.readouterr().err
+    assert main(["continue", NAME, "--evaluate-only", "--dir", str(tmp_path / "none")]) == 2
+    assert "no committed piece" in capsys.readouterr().err

@@ -125,6 +125,23 @@ def figure2b(curves: dict, lrs: dict, title: str):
     return fig
 
 
+def pieces_analysis(values: dict, label: str):
+    """Figs. 1c, 1d and 2b on the paper-scale pieces' newest state: the h = 4 model's head
+    weights (left), the per-layer probes of h = 4 and h = 1 (middle; no pruned model: the paper
+    fine-tunes it 60,000 steps), and P-probing (right). ``values``: what
+    :func:`icl_core.recipes.chen.pieces_records` returns."""
+    fig, axes = plt.subplots(1, 3, figsize=(MAX_WIDTH_IN, 3.6), gridspec_kw={"width_ratios": [1, 1.1, 1.3]})
+    head_weights(values["pieces_fig1c_weights"], "Fig. 1c: head weights, h = 4", ax=axes[0])
+    probes(values["pieces_probes"], "Fig. 1d: per-layer probes (no pruned model)", ax=axes[1])
+    for name, c in values["pieces_pprobe"].items():
+        axes[2].plot(range(len(c)), c, label=f"{name} (lr {values['pieces_pprobe_lr'][name]:g})")
+    axes[2].set_xlabel("GD steps"); axes[2].set_ylabel("excess risk"); axes[2].set_ylim(0, 5)
+    axes[2].legend(fontsize=7); axes[2].set_title("Fig. 2b: P-probing the first layer", fontsize=8)
+    fig.suptitle(label, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def depth_grid(depths, err_by_heads: dict, ridge: float, avg_weights: dict, probes_by_depth: dict, label: str):
     """Figures 3-8 reduced: error at n = 10 against depth per head count (with ridge), and per
     depth the sorted, averaged head weights (top) and the per-layer probes (bottom)."""

@@ -54,7 +54,10 @@ def gd_path(X: torch.Tensor, y: torch.Tensor, lr: float, steps) -> torch.Tensor:
 
     With ``X^T X / n = V diag(lam) V^T``, ``w_t = V diag((1 - (1 - lr lam)^t) / lam) V^T X^T y / n``
     (``lr t`` where ``lam = 0``), so any step count costs one eigendecomposition (the spec's
-    trick that makes 10^4-step curves instant).
+    trick that makes 10^4-step curves instant). When ``D > n`` (features wider than the
+    examples, e.g. a trained model's hidden states) the iterates stay in the row space of ``X``
+    and the same closed form is taken from the ``n x n`` Gram matrix instead:
+    ``X X^T / n = U diag(mu) U^T``, ``w_t = X^T U diag((1 - (1 - lr mu)^t) / mu) U^T y / n``.
 
     Args:
         X: ``(B, n, D)``; y: ``(B, n)``; lr: step size > 0, or a ``(B,)`` tensor of per-prompt
@@ -74,14 +77,21 @@ def gd_path(X: torch.Tensor, y: torch.Tensor, lr: float, steps) -> torch.Tensor:
     if (ts < 0).any():
         raise ValueError(f"steps must be >= 0, got {ts.min()}")
     X, y = X.double(), y.double()
-    n = X.shape[1]
+    n, D = X.shape[1], X.shape[2]
+    t = torch.as_tensor(ts, dtype=torch.float64).view(-1, 1, 1)
+
+    def factor(lam):                                                   # (T, B, k)
+        return torch.where(lam > 1e-12, (1 - (1 - lr * lam) ** t) / lam.clamp(min=1e-12), lr * t)
+    if D > n:                                    # the dual form: an n x n eigendecomposition
+        mu, U = torch.linalg.eigh(X @ X.transpose(1, 2) / n)           # (B, n), (B, n, n)
+        mu = mu.clamp(min=0.0)
+        c = (U.transpose(1, 2) @ y.unsqueeze(-1)).squeeze(-1) / n     # (B, n)
+        alpha = torch.einsum("tbk,bik->tbi", factor(mu) * c, U)        # (T, B, n)
+        return torch.einsum("tbi,bid->tbd", alpha, X)
     lam, V = torch.linalg.eigh(X.transpose(1, 2) @ X / n)          # (B, D), (B, D, D)
     lam = lam.clamp(min=0.0)
     b = (V.transpose(1, 2) @ (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1) / n  # (B, D)
-    t = torch.as_tensor(ts, dtype=torch.float64).view(-1, 1, 1)
-    factor = torch.where(lam > 1e-12, (1 - (1 - lr * lam) ** t) / lam.clamp(min=1e-12),
-                         lr * t)                                       # (T, B, D)
-    return torch.einsum("tbk,bdk->tbd", factor * b, V)
+    return torch.einsum("tbk,bdk->tbd", factor(lam) * b, V)
 
 
 def preconditioned_gd_path(X: torch.Tensor, y: torch.Tensor, P: torch.Tensor, lr: float,
