@@ -43,10 +43,16 @@ def query_prediction(model, prompt) -> torch.Tensor:
     return pred[:, prompt.n_context] if getattr(layout, "kind", "stacked") == "interleaved" else pred[:, 0]
 
 
+def query_sq_errors(model, prompt) -> torch.Tensor:
+    """Squared error of :func:`query_prediction` against the first query's label, per prompt:
+    ``(B,)`` float64."""
+    pred = query_prediction(model, prompt)
+    return (pred.double() - prompt.y[:, prompt.n_context].double()) ** 2
+
+
 def query_error(model, prompt) -> float:
     """Mean squared error of :func:`query_prediction` against the first query's label."""
-    pred = query_prediction(model, prompt)
-    return float(((pred.double() - prompt.y[:, prompt.n_context].double()) ** 2).mean())
+    return float(query_sq_errors(model, prompt).mean())
 
 
 @contextmanager
@@ -61,28 +67,31 @@ def masked_head(model, layer: int, head: int):
         mask[head] = old
 
 
-def head_importance(model, prompt) -> tuple[np.ndarray, float]:
+def head_importance(model, prompt, per_prompt: bool = False):
     """``Delta E(i, j)`` of Chen et al. eq. (3.1) for every block i and head j.
 
     Args:
         model: a stacked-layout :class:`~icl_core.models.Transformer`.
         prompt: the evaluation prompts (the paper: n = 10 examples, 1 query, 8192 prompts);
             every mask is scored on the same prompts.
+        per_prompt: also return each prompt's change of squared error.
 
     Returns:
         ``(delta, base)``: ``delta`` of shape ``(L, H)`` (NaN for heads already masked),
-        ``base`` the unmasked squared error at the first query.
+        ``base`` the unmasked squared error at the first query; with ``per_prompt``,
+        ``(delta, base, samples)`` with ``samples`` of shape ``(L, H, B)`` (``delta`` its mean).
     """
-    base = query_error(model, prompt)
+    base_sq = query_sq_errors(model, prompt)
     masks = model.head_masks
-    delta = np.full((len(masks), len(masks[0])), np.nan)
+    samples = np.full((len(masks), len(masks[0]), len(base_sq)), np.nan)
     for i, mask in enumerate(masks):
         for j in range(len(mask)):
             if mask[j] == 0:
                 continue
             with masked_head(model, i, j):
-                delta[i, j] = query_error(model, prompt) - base
-    return delta, base
+                samples[i, j] = (query_sq_errors(model, prompt) - base_sq).numpy()
+    delta, base = samples.mean(axis=2), float(base_sq.mean())
+    return (delta, base, samples) if per_prompt else (delta, base)
 
 
 def head_weights(delta: np.ndarray) -> np.ndarray:
@@ -100,6 +109,15 @@ def sort_and_average(weights: list[np.ndarray]) -> np.ndarray:
 def dominance(weights: np.ndarray) -> np.ndarray:
     """``D_i = max_j W_{i,j}`` per layer."""
     return np.asarray(weights).max(axis=1)
+
+
+def dominance_se(samples: np.ndarray, n_boot: int = 200, seed: int = 0) -> np.ndarray:
+    """Bootstrap standard error over prompts of each layer's dominance ``max_j W_{i,j}``:
+    ``samples`` ``(L, H, B)`` from :func:`head_importance` (``per_prompt=True``); returns ``(L,)``."""
+    rng = np.random.default_rng(seed)
+    B = samples.shape[2]
+    boots = [dominance(head_weights(samples[:, :, rng.integers(0, B, B)].mean(axis=2))) for _ in range(n_boot)]
+    return np.std(boots, axis=0, ddof=1)
 
 
 def entropy(weights: np.ndarray) -> np.ndarray:
@@ -267,15 +285,17 @@ def analyse_model(model, cfg: dict, noise_std: float, n_prompts: int = 8192, ppr
                   pprobe_steps: int = 100, assess_heads: bool = True) -> dict:
     """The analyses of Chen et al. that read one trained model alone (its prompts shared with
     every other model at ``noise_std``): ``delta`` / ``weights`` ((L, h) head assessment, eq. 3.1,
-    Fig. 1c / 4; n = 10, one query, ``n_prompts`` prompts; only with ``assess_heads``), ``probes`` ((L + 1,) per-layer ridge
+    Fig. 1c / 4; n = 10, one query, ``n_prompts`` prompts) and ``dominance_se`` ((L,) bootstrap
+    standard error of each layer's largest weight), only with ``assess_heads``; ``probes`` ((L + 1,) per-layer ridge
     probes, Fig. 1d / 5-8), and, when ``pprobe_steps`` > 0, ``pprobe`` / ``pprobe_lr`` /
     ``pprobe_se`` (Fig. 2b: the best curve over ``pprobe_steps`` GD steps on the first block's
     query features, its step size, and the standard error over prompts at its lowest point)."""
     test, probe_train, long = _analysis_prompts(cfg, noise_std, n_prompts, pprobe_prompts)
     out = {}
     if assess_heads:
-        out["delta"], out["base"] = head_importance(model, test)
+        out["delta"], out["base"], samples = head_importance(model, test, per_prompt=True)
         out["weights"] = head_weights(out["delta"])
+        out["dominance_se"] = dominance_se(samples)
     out["probes"] = layer_probes(model, probe_train, test)
     if pprobe_steps:
         pp = _pprobe(first_block_query_features(model, long), long, pprobe_steps, noise_std)

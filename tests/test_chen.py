@@ -254,6 +254,7 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
             "paper_pieces_risk": {"h1": risks[0], "h4": risks[1]}, "paper_pieces_ridge": ridge,
             "pieces_analysis_step": {"h1": step, "h4": step}, "pieces_fig1c_weights": W.tolist(),
             "pieces_fig1c_dominance": dominance(W).tolist(), "pieces_fig1c_entropy": entropy(W).tolist(),
+            "pieces_fig1c_dominance_se": [se] * 4,
             "pieces_fig1c_layer1_least_dominated": bool(dominance(W)[0] < dominance(W)[1:].min()),
             "pieces_pprobe": {"h=1": curve(lows[1]), "h=4": curve(lows[0]), "raw x": curve(1.5),
                               "Algorithm 1 (ideal)": curve(0.1)},
@@ -276,16 +277,19 @@ def test_pieces_claims_confirm_early_but_refute_only_at_the_end(claim, holds, fa
     assert "only the last step can refute it" in row["gate"]
 
 
-def test_fig2b_pieces_tie_within_sampling_error_is_inconclusive_even_when_finished():
+@pytest.mark.parametrize("claim, tie", [("chen.fig2b_paper", dict(lows=(1.9, 2.0))),
+                                        ("chen.fig1c_paper", dict(dominance_=(0.62, 0.6, 0.7, 0.8)))])
+def test_pieces_tie_within_sampling_error_is_inconclusive_even_when_finished(claim, tie):
     from icl_core.claims import all_claims, evaluate
-    row = evaluate(all_claims()["chen.fig2b_paper"], _pieces_values(step=320_000, lows=(1.9, 2.0), se=0.1), "paper")
-    assert row["verdict"] == INCONCLUSIVE and "within 2 SE" in row["gate"]
+    row = evaluate(all_claims()[claim], _pieces_values(step=320_000, se=0.1, **tie), "paper")
+    assert row["verdict"] == INCONCLUSIVE and "within 2" in row["gate"]
 
 
 def test_pieces_records_read_the_newest_piece_and_need_its_analysis():
     from icl_core.recipes.chen import pieces_records
     cfg = {"L": 4, "noise_stds": [0.1], "seed": 0}
     m4 = {"h4_L4_s0.1/head_delta": [[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0], [1.0, 3.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]],
+          "h4_L4_s0.1/dominance_se": [0.01] * 4,
           "h4_L4_s0.1/probes": [4.0, 2.0, 1.5, 1.2, 1.0], "h4_L4_s0.1/pprobe": [3.0, 1.6], "h4_L4_s0.1/pprobe_lr": 0.01,
           "h4_L4_s0.1/pprobe_se": 0.05, "h4_L4_s0.1/pprobe_ref/raw x": {"curve": [3.0, 1.5], "lr": 0.1, "se": 0.04}}
     m1 = {"h1_L4_s0.1/probes": [4.0, 3.0, 2.0, 1.5, 1.1], "h1_L4_s0.1/pprobe": [3.0, 2.0], "h1_L4_s0.1/pprobe_lr": 0.01,
@@ -297,3 +301,16 @@ def test_pieces_records_read_the_newest_piece_and_need_its_analysis():
     assert np.allclose(v["pieces_fig1c_weights"][1], [1, 0, 0, 0]) and v["pieces_fig1c_layer1_least_dominated"] is True
     assert set(v["pieces_pprobe"]) == {"h=1", "h=4", "raw x"} and v["pieces_pprobe_lr"]["raw x"] == 0.1
     assert pieces_records({1: state({}, 200), 4: state(m4, 100)}) == {}     # a piece from before the analysis
+
+
+def test_dominance_standard_error_shrinks_with_prompts_and_vanishes_without_spread():
+    from icl_core.head_analysis import dominance_se
+    g = np.random.default_rng(0)
+    small, large = (np.abs(g.normal(1.0, 0.5, size=(2, 3, B))) for B in (200, 5000))
+    assert dominance_se(large).max() < 0.5 * dominance_se(small).min()          # about 1/sqrt(B)
+    assert np.allclose(dominance_se(np.ones((2, 3, 50))), 0.0)
+    m = Transformer(8, d_model=16, n_layers=2, n_heads=2, norm="post", layout="stacked")
+    p = SparseLinearRegression(8, 2, 0.1).sample(64, 11, n_context=10, seed=0)
+    delta, base, samples = head_importance(m, p, per_prompt=True)
+    assert samples.shape == (2, 2, 64) and np.allclose(samples.mean(2), delta)
+    assert np.allclose(head_importance(m, p)[0], delta)

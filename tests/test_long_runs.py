@@ -65,6 +65,7 @@ def test_pieces_continue_one_run(tmp_path):
     assert {"h4_L4_s0/risk_n10", "h4_L4_s0.1/ridge_n10", "h4_L4_s0.1/lasso_n10"} <= set(second["metrics"])
     m = second["metrics"]                       # each piece carries the one-model analyses of Figs. 1c, 1d, 2b
     assert np.asarray(m["h4_L4_s0.1/head_delta"]).shape == (4, 4) and len(m["h4_L4_s0.1/probes"]) == 5
+    assert len(m["h4_L4_s0.1/dominance_se"]) == 4
     assert len(m["h4_L4_s0.1/pprobe"]) == 101 and m["h4_L4_s0.1/pprobe_se"] > 0
     assert set(m["h4_L4_s0.1/pprobe_ref/raw x"]) == {"curve", "lr", "se"}
     from icl_core.head_analysis import analyse_model       # the same numbers as the page's analysis
