@@ -23,6 +23,11 @@ about ten steps, and it restarts from zero at each piece. So a piece resumed fro
 checkpoint is close to, not bit-for-bit equal to, an uninterrupted run (within a piece,
 training is as :func:`train` always does it; on a GPU it is not bit-reproducible anyway).
 The fingerprint of :func:`train` is kept: a piece with other settings is refused.
+
+**The evaluation travels with the state.** Each piece ends with the run's ``evaluate`` on the
+models it commits, recorded in its ``progress.json`` entry; when that evaluation is extended
+later, :func:`evaluate_committed` (``python -m icl_core continue <run> --evaluate-only``) scores
+the committed state again without training and adds what the newest entry lacks.
 """
 from __future__ import annotations
 
