@@ -393,6 +393,8 @@ def test_chen_paper_pieces_are_analysed_at_their_committed_step(executed_noteboo
     piece's own evaluation); what they measure changes with every piece, so only what must hold
     at any step is asserted here (the claims table computes the verdicts)."""
     r = executed_notebooks["book/chen/experiments"]
+    assert "pieces_analysis_step" in r, ("the newest committed pieces lack their analysis: python -m icl_core "
+                                         "continue chen.train.paper-h4-L4 --evaluate-only (and paper-h1-L4)")
     assert min(r["pieces_analysis_step"].values()) == r["paper_pieces_step"]
     W = np.asarray(r["pieces_fig1c_weights"])
     assert W.shape == (4, 4) and np.allclose(W.sum(1), 1.0)
