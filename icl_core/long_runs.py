@@ -232,6 +232,7 @@ def evaluate_committed(name: str, folder: str | Path | None = None, sha: str | N
     _load_all()
     run = get_long_run(name)
     folder = Path(folder) if folder is not None else default_folder(run)
+    sha = sha or git_sha()                 # the code that scores, taken before the pass (as continue_run)
     state = load_state(folder)
     if state is None or not state["progress"].get("pieces"):
         raise ValueError(f"no committed piece in {folder}: nothing to evaluate")
@@ -247,7 +248,7 @@ def evaluate_committed(name: str, folder: str | Path | None = None, sha: str | N
     entry.setdefault("evaluations", []).append(
         {"at_step": state["step"], "added": added,
          "rechecked": {k: v for k, v in metrics.items() if k not in added and isinstance(v, (int, float))},
-         "provenance": provenance(device_name(pick_device("cpu")), seconds, cfg.get("seed"), command, sha=sha or git_sha())})
+         "provenance": provenance(device_name(pick_device("cpu")), seconds, cfg.get("seed"), command, sha=sha)})
     tmp = folder / "progress.json.tmp"
     tmp.write_text(json.dumps(progress, indent=1, sort_keys=True) + "\n")
     tmp.replace(folder / "progress.json")
