@@ -187,30 +187,36 @@ def first_block_query_features(model, prompt) -> torch.Tensor:
     return h1[:, prompt.n_context:].double()
 
 
-def p_probing(features: torch.Tensor, y: torch.Tensor, steps: int, lrs, noise_std: float = 0.0):
+def p_probing(features: torch.Tensor, y: torch.Tensor, steps: int, lrs, noise_std: float = 0.0,
+              per_prompt: bool = False):
     """GD from 0 on the first ``q - 1`` (feature, label) pairs, scored on the last pair.
 
     Args:
         features: ``(B, q, D)``; y: ``(B, q)`` the query labels; steps: GD steps (>= 0);
-        lrs: step sizes to try (the paper's grid 1, 0.1, ..., 1e-6).
+        lrs: step sizes to try (the paper's grid 1, 0.1, ..., 1e-6); per_prompt: also return
+        the squared errors of every prompt for the selected step size.
 
     Returns:
         ``(curves, best)``: ``curves`` of shape ``(len(lrs), steps + 1)``, the mean excess
         risk ``(yhat_q - y_q)^2 - noise_std^2`` after k steps for each step size (inf where
-        GD diverged), and the index of the step size with the lowest mean over steps.
+        GD diverged), and the index of the step size with the lowest mean over steps; with
+        ``per_prompt``, ``(curves, best, errors)`` where ``errors`` is ``(steps + 1, B)``, the
+        squared errors at step size ``lrs[best]``.
     """
     from .theory.chen import best_curve, gd_path
     steps = check_int("steps", steps, minimum=0)
     X, Y = features[:, :-1].double(), y[:, :-1].double()
     xq, yq = features[:, -1].double(), y[:, -1].double()
-    curves = []
+    curves, errors = [], []
     for lr in lrs:
         W = gd_path(X, Y, float(lr), steps)                      # (steps + 1, B, D)
         err = (torch.einsum("tbd,bd->tb", W, xq) - yq) ** 2        # (steps + 1, B)
         c = err.mean(1).numpy() - noise_std ** 2
         curves.append(np.where(np.isfinite(c), c, np.inf))
+        errors.append(err)
     curves = np.array(curves)
-    return curves, best_curve(curves)
+    best = best_curve(curves)
+    return (curves, best, errors[best]) if per_prompt else (curves, best)
 
 
 # --- Chen et al.'s trained encoders: building, loading, evaluating, analysing ----------------
@@ -261,24 +267,25 @@ def icl_curve(model, cfg, noise_std, ns, n_prompts=2048) -> np.ndarray:
                      for n in ns])
 
 
-def _analysis_prompts(cfg, noise_std, n_prompts, pprobe_prompts):
-    """The shared prompts of every analysis: head assessment (n = 10, one query), the probes'
-    training set, and P-probing's 117 examples with 11 queries (same seeds for every model)."""
-    return (eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=2), eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=3),
-            eval_prompts(cfg, noise_std, 117, 11, pprobe_prompts, tag=4))
+def _pprobe_prompts(cfg, noise_std, pprobe_prompts):
+    """P-probing's prompts (Fig. 2b): 117 examples and 11 queries, the same for every model."""
+    return eval_prompts(cfg, noise_std, 117, 11, pprobe_prompts, tag=4)
+
+
+def _analysis_prompts(cfg, noise_std, n_prompts):
+    """The shared prompts of the head assessment (n = 10, one query) and the probes' training
+    set (same seeds for every model)."""
+    return (eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=2), eval_prompts(cfg, noise_std, 10, 1, n_prompts, tag=3))
 
 
 def _pprobe(features, long, steps, noise_std) -> dict:
     """P-probing on ``features`` of the 117-example prompts ``long``: the best curve over the
     paper's step sizes, its step size, and the standard error over prompts at its lowest step."""
-    from .theory.chen import LRS, gd_path
-    curves, best = p_probing(features, long.y[:, 117:], steps, LRS, noise_std)
-    curve, lr = curves[best], LRS[best]
-    k = int(np.argmin(curve))
-    f, y = features.double(), long.y[:, 117:].double()
-    w = gd_path(f[:, :-1], y[:, :-1], float(lr), [k])[0]                            # (B, D)
-    err = ((f[:, -1] * w).sum(1) - y[:, -1]) ** 2
-    return {"curve": curve, "lr": lr, "se": float(err.std() / math.sqrt(len(err)))}
+    from .theory.chen import LRS
+    curves, best, errors = p_probing(features, long.y[:, 117:], steps, LRS, noise_std, per_prompt=True)
+    curve = curves[best]
+    err = errors[int(np.argmin(curve))]
+    return {"curve": curve, "lr": LRS[best], "se": float(err.std() / math.sqrt(len(err)))}
 
 
 def analyse_model(model, cfg: dict, noise_std: float, n_prompts: int = 8192, pprobe_prompts: int = 1024,
@@ -290,7 +297,7 @@ def analyse_model(model, cfg: dict, noise_std: float, n_prompts: int = 8192, ppr
     probes, Fig. 1d / 5-8), and, when ``pprobe_steps`` > 0, ``pprobe`` / ``pprobe_lr`` /
     ``pprobe_se`` (Fig. 2b: the best curve over ``pprobe_steps`` GD steps on the first block's
     query features, its step size, and the standard error over prompts at its lowest point)."""
-    test, probe_train, long = _analysis_prompts(cfg, noise_std, n_prompts, pprobe_prompts)
+    test, probe_train = _analysis_prompts(cfg, noise_std, n_prompts)
     out = {}
     if assess_heads:
         out["delta"], out["base"], samples = head_importance(model, test, per_prompt=True)
@@ -298,6 +305,7 @@ def analyse_model(model, cfg: dict, noise_std: float, n_prompts: int = 8192, ppr
         out["dominance_se"] = dominance_se(samples)
     out["probes"] = layer_probes(model, probe_train, test)
     if pprobe_steps:
+        long = _pprobe_prompts(cfg, noise_std, pprobe_prompts)
         pp = _pprobe(first_block_query_features(model, long), long, pprobe_steps, noise_std)
         out["pprobe"], out["pprobe_lr"], out["pprobe_se"] = pp["curve"], pp["lr"], pp["se"]
     return out
@@ -308,7 +316,7 @@ def pprobe_references(cfg: dict, noise_std: float, pprobe_prompts: int = 1024, p
     covariates and on the ideal Algorithm 1 (``r_hat`` from the 117 examples): name ->
     ``{"curve": (pprobe_steps + 1,) best curve, "lr": its step size, "se": standard error}``."""
     from .theory.chen import preprocess
-    long = _analysis_prompts(cfg, noise_std, 1, pprobe_prompts)[2]
+    long = _pprobe_prompts(cfg, noise_std, pprobe_prompts)
     return {"raw x": _pprobe(long.x[:, 117:].double(), long, pprobe_steps, noise_std),
             "Algorithm 1 (ideal)": _pprobe(preprocess(long.x.double(), long.y.double(), 117)[:, 117:], long,
                                            pprobe_steps, noise_std)}

@@ -165,6 +165,9 @@ def test_layer_probes_and_p_probing_sanity():
     W = T.gd_iterative(f[:, :-1], yq[:, :-1], 0.1, 50)[-1]
     manual = float(((torch.einsum("bd,bd->b", W, f[:, -1]) - yq[:, -1]) ** 2).mean()) - 0.01
     assert curves[1, -1] == pytest.approx(manual, rel=1e-9)
+    again, best_again, errors = p_probing(f, yq, 50, [10.0, 0.1, 0.01], 0.1, per_prompt=True)
+    assert best_again == best and errors.shape == (51, 500)                     # the selected step size's
+    assert np.allclose(errors.mean(1).numpy() - 0.01, curves[best])
     with pytest.raises(ValueError, match="n_context"):
         layer_probes(m, train, task.sample(10, 11, n_context=9, seed=2))
 

@@ -620,12 +620,18 @@ def _fig2b_pieces_test(v):
                  f"{lo['Algorithm 1 (ideal)']:.3f} ({PPROBE_PROMPTS:,} prompts)")
 
 
+def _beyond_2se(what: str, gap: float, se_a: float, se_b: float, kind: str = "SE") -> Gate:
+    """Resolved when ``gap`` (a difference of two independent estimates with standard errors
+    ``se_a``, ``se_b``) is larger in size than two standard errors of the difference."""
+    err = math.hypot(se_a, se_b)
+    ok = abs(gap) > 2 * err
+    return Gate(ok, f"{what} {gap:+.3f} ({'beyond' if ok else 'within'} 2 {kind} {2 * err:.3f})")
+
+
 def _fig2b_pieces_resolved(v):
     """The lowest points of h = 4 and h = 1 apart by more than two standard errors (unpaired)."""
-    lo = {k: min(x) for k, x in v["pieces_pprobe"].items()}
-    gap, err = lo["h=1"] - lo["h=4"], math.hypot(v["pieces_pprobe_se"]["h=1"], v["pieces_pprobe_se"]["h=4"])
-    ok = abs(gap) > 2 * err
-    return Gate(ok, f"h = 1 minus h = 4 at their lowest points {gap:+.3f} ({'beyond' if ok else 'within'} 2 SE {2 * err:.3f})")
+    lo, se = {k: min(x) for k, x in v["pieces_pprobe"].items()}, v["pieces_pprobe_se"]
+    return _beyond_2se("h = 1 minus h = 4 at their lowest points", lo["h=1"] - lo["h=4"], se["h=1"], se["h=4"])
 
 
 def _fig1c_pieces_resolved(v):
@@ -633,10 +639,8 @@ def _fig1c_pieces_resolved(v):
     bootstrap standard errors (over the 8,192 prompts)."""
     D, se = v["pieces_fig1c_dominance"], v["pieces_fig1c_dominance_se"]
     k = 1 + int(np.argmin(D[1:]))
-    gap, err = D[k] - D[0], math.hypot(se[0], se[k])
-    ok = abs(gap) > 2 * err
-    return Gate(ok, f"least dominated later layer ({k + 1}) minus layer 1 {gap:+.3f} "
-                    f"({'beyond' if ok else 'within'} 2 bootstrap SE {2 * err:.3f})")
+    return _beyond_2se(f"least dominated later layer ({k + 1}) minus layer 1", D[k] - D[0], se[0], se[k],
+                       kind="bootstrap SE")
 
 
 def _fig1c_pieces_test(v):
