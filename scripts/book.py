@@ -106,6 +106,19 @@ def last_run_seconds(src: Path) -> float | None:
     return json.loads(stamp.read_text())["seconds"] if stamp.exists() else None
 
 
+SECONDS_HINT = Path(__file__).with_name("notebook_seconds.json")
+
+
+def expected_seconds(src: Path) -> float:
+    """How long ``src`` is expected to run: its last run here, else the committed measurement
+    in ``scripts/notebook_seconds.json`` (only the order of execution depends on it)."""
+    last = last_run_seconds(src)
+    if last is not None:
+        return last
+    hint = json.loads(SECONDS_HINT.read_text()) if SECONDS_HINT.exists() else {}
+    return float(hint.get("seconds", {}).get(rel(src), 0.0))
+
+
 def execute_one(src: Path, scale: str) -> tuple[Path, float, str | None]:
     import jupytext
     import papermill as pm
@@ -146,6 +159,7 @@ def execute(force: bool = False, scale: str = "ci", jobs: int | None = None,
                for s in todo if s not in stale}
     jobs = jobs or os.cpu_count() or 1
     failures = []
+    stale.sort(key=expected_seconds, reverse=True)   # longest first: the shortest makespan on few cores
     if stale:
         print(f"executing {len(stale)} notebook(s) at scale={scale!r}, {jobs} at a time ...",
               flush=True)

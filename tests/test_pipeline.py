@@ -80,3 +80,15 @@ def test_runs_start_in_the_notebooks_folder_without_moving_this_process(tree, mo
     _, _, error = book.execute_one(src, "ci")
     assert error is None and set(moves) <= {here}     # papermill re-enters the cwd it has
     assert json.loads(book.records_path(src).read_text())["values"]["cwd"] == str(tree / "book")
+
+
+def test_the_longest_notebooks_start_first(monkeypatch):
+    """The execution order (longest first) comes from this machine's last run, else from the
+    committed measurement, which names exactly the book's notebooks."""
+    hint = json.loads(book.SECONDS_HINT.read_text())["seconds"]
+    assert set(hint) == {book.rel(s) for s in book.notebooks()}
+    src = book.notebooks()[0]
+    monkeypatch.setattr(book, "last_run_seconds", lambda s: None)
+    assert book.expected_seconds(src) == hint[book.rel(src)]
+    monkeypatch.setattr(book, "last_run_seconds", lambda s: 1234.5)
+    assert book.expected_seconds(src) == 1234.5
