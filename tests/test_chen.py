@@ -249,8 +249,9 @@ def test_bias_variance_path_splits_the_estimate_exactly():
 
 
 def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.25, 0.6, 0.7, 0.8),
-                   lows=(1.6, 2.0), se=0.05):
-    """Records as the page makes them from the paper-scale pieces (``pieces_records``)."""
+                   lows=(1.6, 2.0), se=0.05, seed_risks=None):
+    """Records as the page makes them from the paper-scale pieces (``pieces_records``);
+    ``seed_risks``: (h = 1, h = 4) risks of each seed, when more than one seed is trained."""
     curve = lambda lo: [3.0] + [lo] * 100
     W = np.array([[d] + [(1 - d) / 3] * 3 for d in dominance_])
     return {"paper_pieces_step": step, "paper_pieces_steps_total": 320_000,
@@ -261,11 +262,12 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
             "pieces_fig1c_layer1_least_dominated": bool(dominance(W)[0] < dominance(W)[1:].min()),
             "pieces_pprobe": {"h=1": curve(lows[1]), "h=4": curve(lows[0]), "raw x": curve(1.5),
                               "Algorithm 1 (ideal)": curve(0.1)},
-            "pieces_pprobe_se": {"h=1": se, "h=4": se, "raw x": se, "Algorithm 1 (ideal)": se}}
+            "pieces_pprobe_se": {"h=1": se, "h=4": se, "raw x": se, "Algorithm 1 (ideal)": se},
+            **({"paper_pieces_seed_risks": {"h1": list(seed_risks[0]), "h4": list(seed_risks[1])}} if seed_risks else {})}
 
 
 @pytest.mark.parametrize("claim, holds, fails", [
-    ("chen.fig1b_paper", dict(risks=(1.13, 1.04)), dict(risks=(1.04, 1.13))),
+    ("chen.fig1b_paper", dict(risks=(1.13, 1.04)), dict(risks=(1.04, 1.13), seed_risks=((1.04, 1.05), (1.13, 1.12)))),
     ("chen.fig1c_paper", dict(), dict(dominance_=(0.9, 0.6, 0.7, 0.8))),
     ("chen.fig2b_paper", dict(), dict(lows=(2.0, 1.6)))])
 def test_pieces_claims_confirm_early_but_refute_only_at_the_end(claim, holds, fails):
@@ -286,6 +288,17 @@ def test_pieces_tie_within_sampling_error_is_inconclusive_even_when_finished(cla
     from icl_core.claims import all_claims, evaluate
     row = evaluate(all_claims()[claim], _pieces_values(step=320_000, se=0.1, **tie), "paper")
     assert row["verdict"] == INCONCLUSIVE and "within 2" in row["gate"]
+
+
+def test_fig1b_pieces_differ_only_against_the_seed_spread():
+    from icl_core.claims import all_claims, evaluate
+    c = all_claims()["chen.fig1b_paper"]
+    one = evaluate(c, _pieces_values(step=320_000, risks=(1.04, 1.13)), "paper")
+    assert one["verdict"] == INCONCLUSIVE and "a second seed is needed" in one["gate"]
+    spread = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.04, 1.20), (1.13, 1.05))), "paper")
+    assert spread["verdict"] == INCONCLUSIVE and "within 2 SE over seeds" in spread["gate"]
+    apart = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.12), (1.04, 1.05))), "paper")
+    assert apart["verdict"] == MODIFIED and "mean over 2 seeds" in apart["measured"]
 
 
 def test_pieces_records_read_the_newest_piece_and_need_its_analysis():
