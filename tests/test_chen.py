@@ -267,7 +267,8 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
 
 
 @pytest.mark.parametrize("claim, holds, fails", [
-    ("chen.fig1b_paper", dict(risks=(1.13, 1.04)), dict(risks=(1.04, 1.13), seed_risks=((1.04, 1.05), (1.13, 1.12)))),
+    ("chen.fig1b_paper", dict(risks=(1.13, 1.04), seed_risks=((1.13, 1.12), (1.04, 1.05))),
+     dict(risks=(1.04, 1.13), seed_risks=((1.04, 1.05), (1.13, 1.12)))),
     ("chen.fig1c_paper", dict(), dict(dominance_=(0.9, 0.6, 0.7, 0.8))),
     ("chen.fig2b_paper", dict(), dict(lows=(2.0, 1.6)))])
 def test_pieces_claims_confirm_early_but_refute_only_at_the_end(claim, holds, fails):
@@ -293,8 +294,9 @@ def test_pieces_tie_within_sampling_error_is_inconclusive_even_when_finished(cla
 def test_fig1b_pieces_differ_only_against_the_seed_spread():
     from icl_core.claims import all_claims, evaluate
     c = all_claims()["chen.fig1b_paper"]
-    one = evaluate(c, _pieces_values(step=320_000, risks=(1.04, 1.13)), "paper")
-    assert one["verdict"] == INCONCLUSIVE and "a second seed is needed" in one["gate"]
+    for risks in ((1.04, 1.13), (1.13, 1.04)):           # one seed: neither refuted nor confirmed
+        one = evaluate(c, _pieces_values(step=320_000, risks=risks), "paper")
+        assert one["verdict"] == INCONCLUSIVE and "a second seed is needed" in one["gate"]
     spread = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.04, 1.20), (1.13, 1.05))), "paper")
     assert spread["verdict"] == INCONCLUSIVE and "within 2 SE over seeds" in spread["gate"]
     apart = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.12), (1.04, 1.05))), "paper")
