@@ -672,8 +672,9 @@ def _fig1b_pieces_test(v):
 def _fig1b_pieces_resolved(v):
     """The h = 1 vs h = 4 gap against the spread over training seeds
     (``paper_pieces_seed_risks``: name -> excess risk at n = 10 of each seed's run). With one
-    seed per head count there is no spread to measure the gap against (a few hundredths, where
-    seeds can differ by as much), so the claim can neither be confirmed nor refuted."""
+    seed per head count there is no spread to measure the gap against (a few hundredths so far;
+    how much seeds differ at this width is not measured), so the claim can neither be confirmed
+    nor refuted."""
     runs = _seed_risks(v)
     n = min(len(x) for x in runs.values())
     if n < 2:
