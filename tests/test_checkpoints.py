@@ -87,7 +87,16 @@ def test_max_seconds_stops_with_a_checkpoint_and_resumes_exactly(tmp_path):
     assert same(full, fresh)
 
 
-def test_ctrl_c_writes_a_checkpoint_then_interrupts(tmp_path):
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler for the test, whatever the runner inherited (a shell that
+    starts a job in the background, ``cmd &``, starts it with SIGINT ignored)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_writes_a_checkpoint_then_interrupts(tmp_path, default_sigint):
     s = LinearRegression(3, noise_std=0.1)
     full = model()
     train(full, s, steps=20, **KW)
