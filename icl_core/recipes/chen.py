@@ -663,8 +663,8 @@ def _seed_risks(v) -> dict:
 
 def _fig1b_pieces_test(v):
     runs, ridge = _seed_risks(v), v["paper_pieces_ridge"]
-    r = {k: float(np.mean(x)) for k, x in runs.items()}
-    over = f" (mean over {min(map(len, runs.values()))} seeds)" if min(map(len, runs.values())) > 1 else ""
+    r, n = {k: float(np.mean(x)) for k, x in runs.items()}, min(map(len, runs.values()))
+    over = f" (mean over {n} seeds)" if n > 1 else ""
     return Check(r["h4"] < r["h1"] < ridge, f"at n = 10: h = 4 {r['h4']:.3f}, h = 1 {r['h1']:.3f}{over}, "
                                             f"tuned ridge {ridge:.3f} (8,192 prompts)")
 
