@@ -5,7 +5,7 @@ A paper-scale run (Chen et al.: width 256, 320,000 steps) does not fit one sessi
 machine this project is lent, so it is trained in pieces, each continuing from the checkpoint
 the previous piece committed under ``results/``::
 
-    python -m icl_core continue chen.train.paper-L4 --minutes 8 --device cuda
+    python -m icl_core continue chen.train.paper-h4-L4 --minutes 8 --device cuda
 
 A :class:`LongRun` names what is trained (models, samplers, the :func:`~icl_core.training.train`
 settings, the total steps) and how a piece is scored; :func:`continue_run` resumes, trains for

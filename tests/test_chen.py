@@ -249,9 +249,10 @@ def test_bias_variance_path_splits_the_estimate_exactly():
 
 
 def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.25, 0.6, 0.7, 0.8),
-                   lows=(1.6, 2.0), se=0.05, seed_risks=None):
-    """Records as the page makes them from the paper-scale pieces (``pieces_records``);
-    ``seed_risks``: (h = 1, h = 4) risks of each seed, when more than one seed is trained."""
+                   lows=(1.6, 2.0), se=0.05, seed_risks=None, seed_steps=None):
+    """Records as the page makes them from the paper-scale pieces (``paper_pieces_values``,
+    ``pieces_records``); ``seed_risks``: (h = 1 risks, h = 4 risks), one per seed, when more than
+    one seed is trained; ``seed_steps``: each seed's step (default ``step``)."""
     curve = lambda lo: [3.0] + [lo] * 100
     W = np.array([[d] + [(1 - d) / 3] * 3 for d in dominance_])
     return {"paper_pieces_step": step, "paper_pieces_steps_total": 320_000,
@@ -263,7 +264,9 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
             "pieces_pprobe": {"h=1": curve(lows[1]), "h=4": curve(lows[0]), "raw x": curve(1.5),
                               "Algorithm 1 (ideal)": curve(0.1)},
             "pieces_pprobe_se": {"h=1": se, "h=4": se, "raw x": se, "Algorithm 1 (ideal)": se},
-            **({"paper_pieces_seed_risks": {"h1": list(seed_risks[0]), "h4": list(seed_risks[1])}} if seed_risks else {})}
+            **({"paper_pieces_seeds": [{"seed": k, "step": n, "h1": r1, "h4": r4, "ridge": ridge} for k, (r1, r4, n)
+                                       in enumerate(zip(*seed_risks, seed_steps or [step] * len(seed_risks[0])))]}
+               if seed_risks else {})}
 
 
 @pytest.mark.parametrize("claim, holds, fails", [
@@ -301,6 +304,31 @@ def test_fig1b_pieces_differ_only_against_the_seed_spread():
     assert spread["verdict"] == INCONCLUSIVE and "within 2 SE over seeds" in spread["gate"]
     apart = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.12), (1.04, 1.05))), "paper")
     assert apart["verdict"] == MODIFIED and "mean over 2 seeds" in apart["measured"]
+    plateau = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.52), (1.04, 1.50))), "paper")
+    assert plateau["verdict"] == INCONCLUSIVE and "seed 1 at step 320,000" in plateau["gate"]   # a second seed still on it
+    fails = dict(seed_risks=((1.04, 1.05), (1.13, 1.12)))           # the means show the opposite, beyond 2 SE
+    early = evaluate(c, _pieces_values(step=320_000, seed_steps=[320_000, 40_000], **fails), "paper")
+    assert early["verdict"] == INCONCLUSIVE and "seed 1 at 40,000 of 320,000" in early["gate"]
+    assert evaluate(c, _pieces_values(step=100_000, **fails), "paper")["verdict"] == INCONCLUSIVE   # seed 0 unfinished
+    assert evaluate(c, _pieces_values(step=320_000, **fails), "paper")["verdict"] == DIFFERS
+
+
+def test_paper_pieces_values_count_a_seed_once_both_its_runs_are_committed():
+    from icl_core.recipes.chen import paper_pieces_values
+
+    def state(h, seed, step, risk, ridge=1.5):
+        name = f"h{h}_L4_s0.1" + (f"_seed{seed}" if seed else "")
+        return {"step": step, "progress": {"config": {"L": 4, "noise_stds": [0.1], "seed": seed}, "pieces": [
+            {"steps_total": 320_000, "metrics": {f"{name}/risk_n10": risk, f"{name}/ridge_n10": ridge}}]}}
+    zero = {1: state(1, 0, 200, 1.01), 4: state(4, 0, 100, 0.99)}
+    v = paper_pieces_values({0: zero, 1: {1: state(1, 1, 50, 1.3, 1.6), 4: None}})
+    assert v == {"paper_pieces_step": 100, "paper_pieces_steps_total": 320_000,
+                 "paper_pieces_risk": {"h1": 1.01, "h4": 0.99}, "paper_pieces_ridge": 1.5}
+    v = paper_pieces_values({0: zero, 1: {1: state(1, 1, 50, 1.3, 1.6), 4: state(4, 1, 70, 1.2, 1.6)}})
+    assert v["paper_pieces_seeds"] == [{"seed": 0, "step": 100, "h1": 1.01, "h4": 0.99, "ridge": 1.5},
+                                       {"seed": 1, "step": 50, "h1": 1.3, "h4": 1.2, "ridge": 1.6}]
+    assert v["paper_pieces_step"] == 100                        # seed 0's runs: the analysed state
+    assert paper_pieces_values({0: {1: None, 4: None}, 1: zero}) == {}
 
 
 def test_pieces_records_read_the_newest_piece_and_need_its_analysis():

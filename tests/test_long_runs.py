@@ -127,6 +127,21 @@ def test_committed_paper_pieces_load_and_match_their_record():
     assert abs(risk - recorded) < 0.15 * recorded     # 1024 of the 8192 prompts, maybe CPU vs GPU
 
 
+def test_the_page_reads_each_committed_seed_and_labels_its_runs():
+    from icl_core.recipes.chen import PAPER_SEEDS, load_paper_runs, paper_pieces_labelled, paper_pieces_lines
+    runs = load_paper_runs()
+    assert set(runs) == set(PAPER_SEEDS) and all(runs[0].values())
+    for seed, suffix in PAPER_SEEDS.items():        # registered, and the page looks where the runs commit
+        for h in (1, 4):
+            assert get_long_run(f"chen.train.paper-h{h}-L4{suffix}").config["seed"] == seed
+    committed = {(seed, h) for seed, by_h in runs.items() for h, st in by_h.items() if st is not None}
+    labels = paper_pieces_labelled(runs)
+    assert len(labels) == len(committed) and {"h = 1", "h = 4"} <= set(labels)
+    lines = paper_pieces_lines(runs)
+    assert len(lines) == len(committed)
+    assert lines[0].startswith(f"h = 1, seed 0: step {runs[0][1]['step']:,}; excess risk at n = 10: ")
+
+
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""

@@ -351,6 +351,9 @@ for _h in (1, 4):
             (f"paper-h{_h}-L4", PAPER_PIECES,
              f"Chen et al. Fig. 1 encoder at the paper's scale (h={_h}, L=4, width 256, Adam 1e-4 constant, batch 64, "
              "320k steps, sigma=0.1), trained in pieces"),
+            (f"paper-h{_h}-L4-seed1", dict(PAPER_PIECES, seed=1),
+             f"the same encoder (h={_h}, L=4) from a second seed (initialisation, training data and evaluation "
+             "prompts all drawn anew): the seed spread Fig. 1b's h = 1 vs h = 4 gap is measured against"),
             (f"probe-h{_h}-L4-w64", PROBE_PIECES,
              f"CPU probe: the Fig. 1 encoder (h={_h}, L=4) at width 64, Adam 1e-3 constant, clipped at 1, batch 64, "
              "sigma=0.1: does a constant learning rate leave the ridge plateau?"),
@@ -550,6 +553,71 @@ _czz("fig11_trained", "experiments", "Fig. 11",
      setting=_TRAINED_SETTING + "; Sigma = I + zeta S", source=_COMMITTED)
 
 
+PAPER_SEEDS = {0: "", 1: "-seed1"}     # training seed -> suffix of its runs' names (chen.train.paper-h{h}-L4<suffix>)
+
+
+def load_paper_runs() -> dict:
+    """The committed paper-scale runs of Fig. 1b: training seed -> {heads: :func:`long_runs.load_state`
+    of ``chen.train/paper-h{h}-L4<suffix>``, or None where nothing is committed} for :data:`PAPER_SEEDS`."""
+    from ..committed import find
+    from ..long_runs import load_state
+    return {seed: {h: load_state(find("chen.train", f"paper-h{h}-L4{suffix}", files=("state.pt", "progress.json")))
+                   for h in (1, 4)} for seed, suffix in PAPER_SEEDS.items()}
+
+
+def paper_pieces_labelled(runs: dict) -> dict:
+    """The committed runs of :func:`load_paper_runs` by label ("h = 1", "h = 4, seed 1", ...)."""
+    return {f"h = {h}" + (f", seed {seed}" if seed else ""): st
+            for seed, by_h in runs.items() for h, st in by_h.items() if st is not None}
+
+
+def paper_pieces_lines(runs: dict) -> list[str]:
+    """One line per committed run of :func:`load_paper_runs`: its step, its excess risk at n = 10
+    beside tuned ridge and Lasso on the same prompts, and the machines its pieces ran on."""
+    from ..long_runs import machine_kinds
+    lines = []
+    for seed, by_h in runs.items():
+        for h, st in by_h.items():
+            if st is None:
+                continue
+            cfg, pieces = st["progress"]["config"], st["progress"]["pieces"]
+            name, m = model_name(h, cfg["L"], cfg["noise_stds"][0], seed=cfg["seed"]), pieces[-1]["metrics"]
+            lines.append(f"h = {h}, seed {seed}: step {st['step']:,}; excess risk at n = 10: {m[f'{name}/risk_n10']:.3f} "
+                         f"(tuned ridge {m[f'{name}/ridge_n10']:.3f}, Lasso {m[f'{name}/lasso_n10']:.3f}); "
+                         f"{len(pieces)} pieces on {machine_kinds(pieces)}")
+    return lines
+
+
+def paper_pieces_values(runs: dict) -> dict:
+    """The record values of Fig. 1b's paper-scale runs, read from each run's newest committed
+    piece. ``runs``: training seed -> {heads: :func:`long_runs.load_state` or None} for the h = 1
+    and h = 4 runs of :data:`PAPER_SEEDS`; a seed counts once both its runs are committed, and
+    seed 0 must be (else {}). Keys: ``paper_pieces_step`` (the lesser seed-0 run's step),
+    ``_steps_total``, ``_risk`` ({"h1", "h4"} -> excess risk at n = 10, seed 0), ``_ridge``
+    (tuned ridge on the same prompts); with two or more seeds also ``paper_pieces_seeds``: per
+    seed {"seed", "step" (its lesser run's), "h1", "h4", "ridge"} (each seed draws its own
+    evaluation prompts, so each has its own ridge)."""
+    seeds = []
+    for seed, by_h in sorted(runs.items()):
+        if not by_h or not all(by_h.values()):
+            continue
+        cfg = by_h[max(by_h)]["progress"]["config"]
+        last = {h: st["progress"]["pieces"][-1] for h, st in by_h.items()}
+        name = {h: model_name(h, cfg["L"], cfg["noise_stds"][0], seed=cfg["seed"]) for h in by_h}
+        seeds.append({"seed": seed, "step": min(st["step"] for st in by_h.values()),
+                      "steps_total": last[max(by_h)]["steps_total"],
+                      **{f"h{h}": last[h]["metrics"][f"{name[h]}/risk_n10"] for h in sorted(by_h)},
+                      "ridge": last[max(by_h)]["metrics"][f"{name[max(by_h)]}/ridge_n10"]})
+    if not seeds or seeds[0]["seed"] != 0:
+        return {}
+    first = seeds[0]
+    out = {"paper_pieces_step": first["step"], "paper_pieces_steps_total": first["steps_total"],
+           "paper_pieces_risk": {"h1": first["h1"], "h4": first["h4"]}, "paper_pieces_ridge": first["ridge"]}
+    if len(seeds) > 1:
+        out["paper_pieces_seeds"] = [{k: x[k] for k in ("seed", "step", "h1", "h4", "ridge")} for x in seeds]
+    return out
+
+
 def pieces_records(pieces: dict) -> dict:
     """The record values of the paper-scale pieces' own analyses (:func:`_piece_evaluate`), read
     from each run's newest committed piece: ``pieces`` is ``heads -> long_runs.load_state`` for
@@ -651,46 +719,60 @@ def _fig1c_pieces_test(v):
                  f"{v['pieces_fig1c_layer1_least_dominated']}")
 
 
-_PIECES_SETTING = ("one seed, sigma = 0.1 only, L = 4, h in {1, 4}; Adam's first moment restarts at each piece, "
-                   "on a GPU or a CPU core (compact checkpoints)")
+_PIECES_RUNS = ("sigma = 0.1 only, L = 4, h in {1, 4}; Adam's first moment restarts at each piece, on a GPU or a "
+                "CPU core (compact checkpoints)")
+_PIECES_SETTING = "one seed, " + _PIECES_RUNS
 _PIECES_BUDGET = "the newest committed pieces (steps in the gate) of the paper's 320,000"
 
 
-def _seed_risks(v) -> dict:
-    """name ("h1", "h4") -> excess risk at n = 10 of each trained seed (one seed: its run)."""
-    return v.get("paper_pieces_seed_risks") or {k: [r] for k, r in v["paper_pieces_risk"].items()}
+def _seeds(v) -> list:
+    """The trained seeds' records of :func:`paper_pieces_values` (one seed: its runs)."""
+    return v.get("paper_pieces_seeds") or [{"seed": 0, "step": v["paper_pieces_step"], **v["paper_pieces_risk"],
+                                            "ridge": v["paper_pieces_ridge"]}]
 
 
 def _fig1b_pieces_test(v):
-    runs, ridge = _seed_risks(v), v["paper_pieces_ridge"]
-    r, n = {k: float(np.mean(x)) for k, x in runs.items()}, min(map(len, runs.values()))
-    over = f" (mean over {n} seeds)" if n > 1 else ""
-    return Check(r["h4"] < r["h1"] < ridge, f"at n = 10: h = 4 {r['h4']:.3f}, h = 1 {r['h1']:.3f}{over}, "
-                                            f"tuned ridge {ridge:.3f} (8,192 prompts)")
+    seeds = _seeds(v)
+    r = {k: float(np.mean([x[k] for x in seeds])) for k in ("h1", "h4", "ridge")}
+    over = f" (mean over {len(seeds)} seeds)" if len(seeds) > 1 else ""
+    return Check(r["h4"] < r["h1"] < r["ridge"], f"at n = 10: h = 4 {r['h4']:.3f}, h = 1 {r['h1']:.3f}, "
+                                                 f"tuned ridge {r['ridge']:.3f}{over} (8,192 prompts)")
 
 
 def _fig1b_pieces_resolved(v):
-    """The h = 1 vs h = 4 gap against the spread over training seeds
-    (``paper_pieces_seed_risks``: name -> excess risk at n = 10 of each seed's run). With one
-    seed per head count there is no spread to measure the gap against (a few hundredths so far;
-    how much seeds differ at this width is not measured), so the claim can neither be confirmed
-    nor refuted."""
-    runs = _seed_risks(v)
-    n = min(len(x) for x in runs.values())
-    if n < 2:
-        r = {k: x[0] for k, x in runs.items()}
-        return Gate(False, f"{n} seed per head count: no seed spread to measure the gap h = 1 minus h = 4 "
-                           f"{r['h1'] - r['h4']:+.3f} against (a second seed is needed)")
-    mean = {k: float(np.mean(x)) for k, x in runs.items()}
-    se = {k: float(np.std(x, ddof=1) / math.sqrt(len(x))) for k, x in runs.items()}
-    return _beyond_2se(f"h = 1 minus h = 4, mean over {n} seeds", mean["h1"] - mean["h4"], se["h1"], se["h4"],
+    """The h = 1 vs h = 4 gap against the spread over training seeds (``paper_pieces_seeds``).
+    With one seed per head count there is no spread to measure the gap against (a few
+    hundredths so far; how much seeds differ at this width is not measured), so the claim can
+    neither be confirmed nor refuted. Every further seed passes seed 0's gate too: each of its
+    runs past the plateau (below 0.9 x its tuned ridge), and finished unless the seed means
+    already show the pattern."""
+    seeds = _seeds(v)
+    if len(seeds) < 2:
+        x = seeds[0]
+        return Gate(False, f"1 seed per head count: no seed spread to measure the gap h = 1 minus h = 4 "
+                           f"{x['h1'] - x['h4']:+.3f} against (a second seed is needed)")
+    for x in seeds[1:]:
+        worst = max(("h1", "h4"), key=x.get)
+        if x[worst] >= 0.9 * x["ridge"]:
+            return Gate(False, f"seed {x['seed']} at step {x['step']:,}: {worst} {x[worst]:.3f} vs tuned ridge "
+                               f"{x['ridge']:.3f} at n = 10 (not past the plateau: below 0.9 x ridge)")
+    total = v["paper_pieces_steps_total"]
+    behind = [x for x in seeds if x["step"] < total]
+    if behind and not _fig1b_pieces_test(v).holds:
+        x = min(behind, key=lambda x: x["step"])
+        return Gate(False, f"seed {x['seed']} at {x['step']:,} of {total:,} steps: unfinished, and what the seed "
+                           f"means do not show yet may still come")
+    mean = {k: float(np.mean([x[k] for x in seeds])) for k in ("h1", "h4")}
+    se = {k: float(np.std([x[k] for x in seeds], ddof=1) / math.sqrt(len(seeds))) for k in ("h1", "h4")}
+    return _beyond_2se(f"h = 1 minus h = 4, mean over {len(seeds)} seeds", mean["h1"] - mean["h4"], se["h1"], se["h4"],
                        kind="SE over seeds")
 
 
 _czz("fig1b_paper", "experiments", "Fig. 1b",
      "With few examples the transformers beat OLS and ridge. More heads give lower excess risk",
      _fig1b_pieces_test, _pieces_decided(_fig1b_pieces_test, _fig1b_pieces_resolved), setting=_TRAINED_SETTING, source="chen.train/paper-L4",
-     deviations={"paper": _PIECES_SETTING}, reduced={"paper": _PIECES_BUDGET})
+     deviations={"paper": "the seeds whose runs are committed (the gate counts them), " + _PIECES_RUNS},
+     reduced={"paper": _PIECES_BUDGET})
 _czz("fig1c_paper", "experiments", "Fig. 1c",
      "in the first layer no head distinctly outweighs the others ... there always exists a head that exhibits higher "
      "importance than others (later layers)",
