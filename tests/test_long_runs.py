@@ -1,5 +1,6 @@
 """Long runs in pieces (icl_core.long_runs), tested at tiny sizes on CPU."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,8 +8,8 @@ import torch
 
 from icl_core import LinearRegression, Transformer, train
 from icl_core.__main__ import main
-from icl_core.long_runs import (committed_summary, continue_run, expand_compact, export_compact, get_long_run,
-                              load_models, load_state, machine_kinds)
+from icl_core.long_runs import (committed_summary, continue_run, default_folder, expand_compact, export_compact,
+                              get_long_run, load_models, load_state, machine_kinds)
 from icl_core.checkpoints import load_checkpoint
 
 TINY = dict(d_model=16, steps=20, eval_prompts=64, lasso_iters=20, lasso_alphas=[0.01],
@@ -133,7 +134,8 @@ def test_the_page_reads_each_committed_seed_and_labels_its_runs():
     assert set(runs) == set(PAPER_SEEDS) and all(runs[0].values())
     for seed, suffix in PAPER_SEEDS.items():        # registered, and the page looks where the runs commit
         for h in (1, 4):
-            assert get_long_run(f"chen.train.paper-h{h}-L4{suffix}").config["seed"] == seed
+            run = get_long_run(f"chen.train.paper-h{h}-L4{suffix}")
+            assert run.config["seed"] == seed and default_folder(run) == Path("results/chen.train") / f"paper-h{h}-L4{suffix}"
     committed = {(seed, h) for seed, by_h in runs.items() for h, st in by_h.items() if st is not None}
     labels = paper_pieces_labelled(runs)
     assert len(labels) == len(committed) and {"h = 1", "h = 4"} <= set(labels)
@@ -150,7 +152,7 @@ def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
         assert load_state(folder) is not None, f"the committed piece {folder} is missing"
         run = get_long_run(f"chen.train.{name}")
         models, samplers, kw = run.build(dict(run.config))
-        full = expand_compact(__import__("pathlib").Path(folder), "single", "cpu")
+        full = expand_compact(Path(folder), "single", "cpu")
         torch.save(full, tmp_path / f"{name}.pt")
         res = train(models, samplers, full["step"], checkpoint_path=tmp_path / f"{name}.pt", device="cpu", **kw)
         assert res.steps == full["step"] and len(res.losses) == full["step"]
