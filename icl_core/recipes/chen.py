@@ -632,25 +632,21 @@ def pieces_records(pieces: dict) -> dict:
     ``pieces_fig1c_layer1_least_dominated``, ``pieces_probes`` (name -> (L + 1,)),
     ``pieces_pprobe`` / ``_lr`` / ``_se`` (name -> best curve, its step size, standard error at its
     lowest point; names "h=1", "h=4", "raw x", "Algorithm 1 (ideal)")."""
-    last = {h: st["progress"]["pieces"][-1] for h, st in pieces.items()}
-    cfg = {h: st["progress"]["config"] for h, st in pieces.items()}
-    name = {h: model_name(h, cfg[h]["L"], cfg[h]["noise_stds"][0], seed=cfg[h]["seed"]) for h in pieces}
-    m = {h: last[h]["metrics"] for h in pieces}
+    m = {h: _newest_metrics(st, h) for h, st in pieces.items()}
     H = max(pieces)
-    if f"{name[H]}/dominance_se" not in m[H] or any(f"{name[h]}/pprobe" not in m[h] for h in pieces):
+    if "dominance_se" not in m[H] or any("pprobe" not in m[h] for h in pieces):
         return {}
-    W = head_weights(np.array(m[H][f"{name[H]}/head_delta"]))
+    W = head_weights(np.array(m[H]["head_delta"]))
     D = dominance(W)
-    curves = {f"h={h}": (m[h][f"{name[h]}/pprobe"], m[h][f"{name[h]}/pprobe_lr"], m[h][f"{name[h]}/pprobe_se"])
-              for h in sorted(pieces)}
-    curves.update({ref: (c["curve"], c["lr"], c["se"]) for ref, c in
-                   ((k.rpartition("/")[2], v) for k, v in m[H].items() if k.startswith(f"{name[H]}/pprobe_ref/"))})
-    return {"pieces_analysis_step": {f"h{h}": last[h]["to_step"] for h in pieces},
+    curves = {f"h={h}": (m[h]["pprobe"], m[h]["pprobe_lr"], m[h]["pprobe_se"]) for h in sorted(pieces)}
+    curves.update({k[len("pprobe_ref/"):]: (c["curve"], c["lr"], c["se"]) for k, c in m[H].items()
+                   if k.startswith("pprobe_ref/")})
+    return {"pieces_analysis_step": {f"h{h}": st["progress"]["pieces"][-1]["to_step"] for h, st in pieces.items()},
             "pieces_fig1c_weights": W.tolist(), "pieces_fig1c_dominance": D.tolist(),
-            "pieces_fig1c_dominance_se": m[H][f"{name[H]}/dominance_se"],
+            "pieces_fig1c_dominance_se": m[H]["dominance_se"],
             "pieces_fig1c_entropy": entropy(W).tolist(),
             "pieces_fig1c_layer1_least_dominated": bool(D[0] < D[1:].min()),
-            "pieces_probes": {f"h={h}": m[h][f"{name[h]}/probes"] for h in sorted(pieces)},
+            "pieces_probes": {f"h={h}": m[h]["probes"] for h in sorted(pieces)},
             "pieces_pprobe": {k: c for k, (c, _, _) in curves.items()},
             "pieces_pprobe_lr": {k: lr for k, (_, lr, _) in curves.items()},
             "pieces_pprobe_se": {k: se for k, (_, _, se) in curves.items()}}
