@@ -144,6 +144,20 @@ def test_the_page_reads_each_committed_seed_and_labels_its_runs():
     assert lines[0].startswith(f"h = 1, seed 0: step {runs[0][1]['step']:,}; excess risk at n = 10: ")
 
 
+def test_the_page_prose_describes_the_committed_state():
+    """The Chen page's prose on the analysed pieces names the step counts it describes: they must
+    be the committed ones (a piece committed without its prose would leave the page describing an
+    older state beside figures of the newer one)."""
+    import re
+    from icl_core.recipes.chen import load_paper_runs
+    runs = load_paper_runs()[0]
+    page = Path("book/chen/experiments.md").read_text()
+    said = re.search(r"What the committed state shows \(h = 4 at ([\d,]+) steps, h = 1 at ([\d,]+)", page)
+    assert said, "the page no longer says which state its prose describes"
+    assert (int(said[1].replace(",", "")), int(said[2].replace(",", ""))) == (runs[4]["step"], runs[1]["step"]), \
+        "book/chen/experiments.md describes another state than the committed pieces: update its prose"
+
+
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
