@@ -249,10 +249,11 @@ def test_bias_variance_path_splits_the_estimate_exactly():
 
 
 def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.25, 0.6, 0.7, 0.8),
-                   lows=(1.6, 2.0), se=0.05, seed_risks=None, seed_steps=None):
+                   lows=(1.6, 2.0), se=0.05, seed_risks=None, seed_steps=None, seed_lows=None):
     """Records as the page makes them from the paper-scale pieces (``paper_pieces_values``,
     ``pieces_records``); ``seed_risks``: (h = 1 risks, h = 4 risks), one per seed, when more than
-    one seed is trained; ``seed_steps``: each seed's step (default ``step``)."""
+    one seed is trained; ``seed_steps``: each seed's step (default ``step``); ``seed_lows``: (h = 4
+    lowest P-probe points, h = 1 ones), one per seed (default: every seed at ``lows``)."""
     curve = lambda lo: [3.0] + [lo] * 100
     W = np.array([[d] + [(1 - d) / 3] * 3 for d in dominance_])
     return {"paper_pieces_step": step, "paper_pieces_steps_total": 320_000,
@@ -264,8 +265,11 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
             "pieces_pprobe": {"h=1": curve(lows[1]), "h=4": curve(lows[0]), "raw x": curve(1.5),
                               "Algorithm 1 (ideal)": curve(0.1)},
             "pieces_pprobe_se": {"h=1": se, "h=4": se, "raw x": se, "Algorithm 1 (ideal)": se},
-            **({"paper_pieces_seeds": [{"seed": k, "step": n, "h1": r1, "h4": r4, "ridge": ridge} for k, (r1, r4, n)
-                                       in enumerate(zip(*seed_risks, seed_steps or [step] * len(seed_risks[0])))]}
+            **({"paper_pieces_seeds": [{"seed": k, "step": n, "h1": r1, "h4": r4, "ridge": ridge,
+                                        "pprobe_h1": l1, "pprobe_h4": l4, "pprobe_mean_h1": np.mean(curve(l1)),
+                                        "pprobe_mean_h4": np.mean(curve(l4))} for k, (r1, r4, n, l4, l1)
+                                       in enumerate(zip(*seed_risks, seed_steps or [step] * len(seed_risks[0]),
+                                                        *(seed_lows or [[x] * len(seed_risks[0]) for x in lows])))]}
                if seed_risks else {})}
 
 
@@ -273,7 +277,8 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
     ("chen.fig1b_paper", dict(risks=(1.13, 1.04), seed_risks=((1.13, 1.12), (1.04, 1.05))),
      dict(risks=(1.04, 1.13), seed_risks=((1.04, 1.05), (1.13, 1.12)))),
     ("chen.fig1c_paper", dict(), dict(dominance_=(0.9, 0.6, 0.7, 0.8))),
-    ("chen.fig2b_paper", dict(), dict(lows=(2.0, 1.6)))])
+    ("chen.fig2b_paper", dict(seed_risks=((1.04, 1.05), (1.13, 1.12)), seed_lows=((1.6, 1.65), (2.0, 2.02))),
+     dict(seed_risks=((1.04, 1.05), (1.13, 1.12)), seed_lows=((2.0, 2.02), (1.6, 1.65))))])
 def test_pieces_claims_confirm_early_but_refute_only_at_the_end(claim, holds, fails):
     from icl_core.claims import all_claims, evaluate
     c = all_claims()[claim]
@@ -287,6 +292,8 @@ def test_pieces_claims_confirm_early_but_refute_only_at_the_end(claim, holds, fa
 
 
 @pytest.mark.parametrize("claim, tie", [("chen.fig2b_paper", dict(lows=(1.9, 2.0))),
+                                        ("chen.fig2b_paper", dict(seed_risks=((1.04, 1.05), (1.13, 1.12)),
+                                                                  seed_lows=((1.6, 2.1), (2.0, 1.9)))),
                                         ("chen.fig1c_paper", dict(dominance_=(0.62, 0.6, 0.7, 0.8)))])
 def test_pieces_tie_within_sampling_error_is_inconclusive_even_when_finished(claim, tie):
     from icl_core.claims import all_claims, evaluate
@@ -313,13 +320,34 @@ def test_fig1b_pieces_differ_only_against_the_seed_spread():
     assert evaluate(c, _pieces_values(step=320_000, **fails), "paper")["verdict"] == DIFFERS
 
 
+def test_fig2b_pieces_like_fig1b_compare_two_models_against_the_seed_spread():
+    from icl_core.claims import all_claims, evaluate
+    c = all_claims()["chen.fig2b_paper"]
+    for lows in ((1.6, 2.0), (2.0, 1.6)):                # one seed, the gap 8 SE over prompts: either way undecided
+        one = evaluate(c, _pieces_values(step=320_000, lows=lows, se=0.025), "paper")
+        assert one["verdict"] == INCONCLUSIVE and "beyond 2 SE over prompts" in one["gate"]
+        assert "a second seed is needed" in one["gate"]
+    two = dict(seed_risks=((1.04, 1.05), (1.13, 1.12)))
+    apart = evaluate(c, _pieces_values(step=320_000, seed_lows=((1.6, 1.65), (2.0, 2.02)), **two), "paper")
+    assert apart["verdict"] == MODIFIED and "mean over 2 seeds" in apart["measured"] and "beyond" in apart["gate"]
+    # seed 0 alone would confirm (h = 4 lower by 0.4) but seed 1 shows the opposite: the seed spread swamps it
+    spread = evaluate(c, _pieces_values(step=320_000, seed_lows=((1.6, 2.1), (2.0, 1.9)), **two), "paper")
+    assert spread["verdict"] == INCONCLUSIVE and "within 2 SE over seeds" in spread["gate"]
+    fails = evaluate(c, _pieces_values(step=320_000, seed_lows=((2.0, 2.02), (1.6, 1.65)), **two), "paper")
+    assert fails["verdict"] == DIFFERS
+    plateau = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.52), (1.04, 1.50)),
+                                         seed_lows=((1.6, 1.65), (2.0, 2.02))), "paper")
+    assert plateau["verdict"] == INCONCLUSIVE and "seed 1 at step 320,000" in plateau["gate"]
+
+
 def test_paper_pieces_values_count_a_seed_once_both_its_runs_are_committed():
     from icl_core.recipes.chen import paper_pieces_values
 
-    def state(h, seed, step, risk, ridge=1.5):
+    def state(h, seed, step, risk, ridge=1.5, pprobe=None):
         name = f"h{h}_L4_s0.1" + (f"_seed{seed}" if seed else "")
         return {"step": step, "progress": {"config": {"L": 4, "noise_stds": [0.1], "seed": seed}, "pieces": [
-            {"steps_total": 320_000, "metrics": {f"{name}/risk_n10": risk, f"{name}/ridge_n10": ridge}}]}}
+            {"steps_total": 320_000, "metrics": {f"{name}/risk_n10": risk, f"{name}/ridge_n10": ridge,
+                                                 **({f"{name}/pprobe": pprobe} if pprobe else {})}}]}}
     zero = {1: state(1, 0, 200, 1.01), 4: state(4, 0, 100, 0.99)}
     v = paper_pieces_values({0: zero, 1: {1: state(1, 1, 50, 1.3, 1.6), 4: None}})
     assert v == {"paper_pieces_step": 100, "paper_pieces_steps_total": 320_000,
@@ -329,6 +357,11 @@ def test_paper_pieces_values_count_a_seed_once_both_its_runs_are_committed():
                                        {"seed": 1, "step": 50, "h1": 1.3, "h4": 1.2, "ridge": 1.6}]
     assert v["paper_pieces_step"] == 100                        # seed 0's runs: the analysed state
     assert paper_pieces_values({0: {1: None, 4: None}, 1: zero}) == {}
+    probed = {1: state(1, 1, 50, 1.3, 1.6, pprobe=[3.0, 2.0, 2.5]), 4: state(4, 1, 70, 1.2, 1.6, pprobe=[3.0, 1.5])}
+    v = paper_pieces_values({0: zero, 1: probed})["paper_pieces_seeds"]
+    assert "pprobe_h1" not in v[0]                              # seed 0's pieces here carry no P-probing
+    assert v[1] == {"seed": 1, "step": 50, "h1": 1.3, "h4": 1.2, "ridge": 1.6, "pprobe_h1": 2.0, "pprobe_h4": 1.5,
+                    "pprobe_mean_h1": 2.5, "pprobe_mean_h4": 2.25}
 
 
 def test_pieces_records_read_the_newest_piece_and_need_its_analysis():
