@@ -616,8 +616,8 @@ def paper_pieces_values(runs: dict) -> dict:
                       "steps_total": by_h[H]["progress"]["pieces"][-1]["steps_total"],
                       **{f"h{h}": x["risk_n10"] for h, x in m.items()}, "ridge": m[H]["ridge_n10"]})
         if all("pprobe" in x for x in m.values()):
-            seeds[-1].update({f"pprobe_h{h}": min(x["pprobe"]) for h, x in m.items()})
-            seeds[-1].update({f"pprobe_mean_h{h}": float(np.mean(x["pprobe"])) for h, x in m.items()})
+            for h, x in m.items():
+                seeds[-1].update({f"pprobe_h{h}": min(x["pprobe"]), f"pprobe_mean_h{h}": float(np.mean(x["pprobe"]))})
     if not seeds or seeds[0]["seed"] != 0:
         return {}
     first = seeds[0]
