@@ -799,8 +799,8 @@ def _fig1b_pieces_test(v):
 def _fig1b_pieces_resolved(v):
     """The h = 1 vs h = 4 gap against the spread over training seeds (``paper_pieces_seeds``;
     every seed is held to the plateau and unfinished rules of :func:`_pieces_decided`). With one
-    seed per head count there is no spread to measure the gap against (a few hundredths to a
-    tenth so far; how much seeds differ at this width is not measured), so the claim can
+    seed per head count there is no spread to measure the gap against (a few hundredths to
+    0.14 so far; how much seeds differ at this width is not measured), so the claim can
     neither be confirmed nor refuted."""
     seeds = _seeds(v)
     if len(seeds) < 2:
