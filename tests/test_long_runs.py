@@ -1,5 +1,6 @@
 """Long runs in pieces (icl_core.long_runs), tested at tiny sizes on CPU."""
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +149,6 @@ def test_the_page_prose_describes_the_committed_state():
     """The Chen page's prose on the analysed pieces names the step counts it describes: they must
     be the committed ones (a piece committed without its prose would leave the page describing an
     older state beside figures of the newer one)."""
-    import re
     from icl_core.recipes.chen import load_paper_runs
     runs = load_paper_runs()[0]
     page = Path("book/chen/experiments.md").read_text()
