@@ -674,7 +674,7 @@ def _pieces_decided(test, resolved=None, runs=_seed0):
     reduced budget) but cannot show that it never appears, so a failing check stays
     inconclusive until the last step. ``runs``: ``values -> records`` of the seeds whose runs
     the claim reads ({"seed", "step", "h1", "h4", "ridge"}; seed 0's by default, every trained
-    seed's for Fig. 1b). ``resolved``: ``values -> Gate``, a further condition (e.g. the effect
+    seed's for Figs. 1b and 2b, which compare two trained models). ``resolved``: ``values -> Gate``, a further condition (e.g. the effect
     beyond its sampling error)."""
     def gate(v):
         seeds, total = runs(v), v["paper_pieces_steps_total"]
