@@ -150,13 +150,14 @@ def test_the_page_prose_describes_the_committed_state():
     be the committed ones (a piece committed without its prose would leave the page describing an
     older state beside figures of the newer one)."""
     from icl_core.recipes.chen import load_paper_runs
-    runs = load_paper_runs()[0]
+    by_seed = load_paper_runs()
+    runs = by_seed[0]
     page = Path("book/chen/experiments.md").read_text()
     said = re.search(r"What the committed state shows \(h = 4 at ([\d,]+) steps, h = 1 at ([\d,]+)", page)
     assert said, "the page no longer says which state its prose describes"
     assert (int(said[1].replace(",", "")), int(said[2].replace(",", ""))) == (runs[4]["step"], runs[1]["step"]), \
         "book/chen/experiments.md describes another state than the committed pieces: update its prose"
-    seed1 = load_paper_runs()[1]
+    seed1 = by_seed[1]
     said = re.findall(r"seed 1: h = 4 at ([\d,]+) steps, h = 1 at ([\d,]+)", page)
     assert said, "the page no longer says which state of the second seed its prose describes"
     for h4, h1 in said:                         # every mention, so none is left behind
@@ -167,8 +168,9 @@ def test_the_page_prose_describes_the_committed_state():
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
-    for name in ("paper-h1-L4", "paper-h4-L4", "paper-h1-L4-seed1", "paper-h4-L4-seed1",
-                 "probe-h4-L4-w64"):        # the CPU probe continues the same way
+    from icl_core.recipes.chen import PAPER_SEEDS
+    paper = [f"paper-h{h}-L4{suffix}" for suffix in PAPER_SEEDS.values() for h in (1, 4)]
+    for name in (*paper, "probe-h4-L4-w64"):        # the CPU probe continues the same way
         folder = f"results/chen.train/{name}"
         assert load_state(folder) is not None, f"the committed piece {folder} is missing"
         run = get_long_run(f"chen.train.{name}")
