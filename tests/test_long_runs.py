@@ -168,8 +168,8 @@ def test_the_page_prose_describes_the_committed_state():
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
-    from icl_core.recipes.chen import PAPER_SEEDS
-    paper = [f"paper-h{h}-L4{suffix}" for suffix in PAPER_SEEDS.values() for h in (1, 4)]
+    from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
+    paper = [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)]
     for name in (*paper, "probe-h4-L4-w64"):        # the CPU probe continues the same way
         folder = f"results/chen.train/{name}"
         assert load_state(folder) is not None, f"the committed piece {folder} is missing"

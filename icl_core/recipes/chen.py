@@ -273,6 +273,13 @@ PAPER_PIECES = dict(d=16, s=4, d_model=256, L=4, noise_stds=[0.1], steps=320000,
                     lr=1e-4, n_context=12, n_queries=4, prefetch=100, eval_prompts=8192,
                     ridge_lams=[1.0, 0.3, 0.1, 0.03, 0.01, 1e-3], lasso_alphas=[0.1, 0.03, 0.01, 0.003],
                     lasso_iters=2000, seed=0)
+PAPER_SEEDS = {0: "", 1: "-seed1"}     # training seed -> suffix of its runs' names (chen.train.paper-h{h}-L4<suffix>)
+
+
+def paper_run_name(h: int, seed: int) -> str:
+    """The long run of the paper-scale Fig. 1 encoder with ``h`` heads and training ``seed`` (a key of
+    :data:`PAPER_SEEDS`): ``paper-h{h}-L4<suffix>``, under ``chen.train``."""
+    return f"paper-h{h}-L4{PAPER_SEEDS[seed]}"
 
 
 def _piece_build(h):
@@ -348,10 +355,10 @@ PROBE_PIECES = dict(PAPER_PIECES, d_model=64, lr=1e-3, grad_clip=1.0, steps=1000
 PROBE_LR_PIECES = dict(PROBE_PIECES, lr=1e-4, steps=320000)
 for _h in (1, 4):
     for _name, _cfg, _what in (
-            (f"paper-h{_h}-L4", PAPER_PIECES,
+            (paper_run_name(_h, 0), PAPER_PIECES,
              f"Chen et al. Fig. 1 encoder at the paper's scale (h={_h}, L=4, width 256, Adam 1e-4 constant, batch 64, "
              "320k steps, sigma=0.1), trained in pieces"),
-            (f"paper-h{_h}-L4-seed1", dict(PAPER_PIECES, seed=1),
+            (paper_run_name(_h, 1), dict(PAPER_PIECES, seed=1),
              f"the same encoder (h={_h}, L=4) from a second seed (initialisation, training data and evaluation "
              "prompts all drawn anew): the seed spread Fig. 1b's h = 1 vs h = 4 gap is measured against"),
             (f"probe-h{_h}-L4-w64", PROBE_PIECES,
@@ -553,16 +560,13 @@ _czz("fig11_trained", "experiments", "Fig. 11",
      setting=_TRAINED_SETTING + "; Sigma = I + zeta S", source=_COMMITTED)
 
 
-PAPER_SEEDS = {0: "", 1: "-seed1"}     # training seed -> suffix of its runs' names (chen.train.paper-h{h}-L4<suffix>)
-
-
 def load_paper_runs() -> dict:
     """The committed paper-scale runs of Fig. 1b: training seed -> {heads: :func:`long_runs.load_state`
     of ``chen.train/paper-h{h}-L4<suffix>``, or None where nothing is committed} for :data:`PAPER_SEEDS`."""
     from ..committed import find
     from ..long_runs import load_state
-    return {seed: {h: load_state(find("chen.train", f"paper-h{h}-L4{suffix}", files=("state.pt", "progress.json")))
-                   for h in (1, 4)} for seed, suffix in PAPER_SEEDS.items()}
+    return {seed: {h: load_state(find("chen.train", paper_run_name(h, seed), files=("state.pt", "progress.json")))
+                   for h in (1, 4)} for seed in PAPER_SEEDS}
 
 
 def paper_pieces_labelled(runs: dict) -> dict:
