@@ -135,8 +135,9 @@ def test_the_page_reads_each_committed_seed_and_labels_its_runs():
     assert set(runs) == set(PAPER_SEEDS) and all(runs[0].values())
     for seed, suffix in PAPER_SEEDS.items():        # registered, and the page looks where the runs commit
         for h in (1, 4):
-            run = get_long_run(f"chen.train.paper-h{h}-L4{suffix}")
-            assert run.config["seed"] == seed and default_folder(run) == Path("results/chen.train") / f"paper-h{h}-L4{suffix}"
+            name = f"paper-h{h}-L4{suffix}"            # spelled out: the names the run notes' commands use
+            run = get_long_run(f"chen.train.{name}")
+            assert run.config["seed"] == seed and default_folder(run) == Path("results/chen.train") / name
     committed = {(seed, h) for seed, by_h in runs.items() for h, st in by_h.items() if st is not None}
     labels = paper_pieces_labelled(runs)
     assert len(labels) == len(committed) and {"h = 1", "h = 4"} <= set(labels)
