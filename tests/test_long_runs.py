@@ -159,7 +159,7 @@ def test_the_page_prose_describes_the_committed_state():
     assert (int(said[1].replace(",", "")), int(said[2].replace(",", ""))) == (runs[4]["step"], runs[1]["step"]), \
         "book/chen/experiments.md describes another state than the committed pieces: update its prose"
     seed1 = by_seed[1]
-    said = re.findall(r"seed 1: h = 4 at ([\d,]+) steps, h = 1 at ([\d,]+)", page)
+    said = re.findall(r"seed\s+1:\s+h\s+=\s+4\s+at\s+([\d,]+)\s+steps,\s+h\s+=\s+1\s+at\s+([\d,]+)", page)  # across line breaks
     assert said, "the page no longer says which state of the second seed its prose describes"
     for h4, h1 in said:                         # every mention, so none is left behind
         assert (int(h4.replace(",", "")), int(h1.replace(",", ""))) == (seed1[4]["step"], seed1[1]["step"]), \
