@@ -266,7 +266,8 @@ def continue_run(name: str, minutes: float, device=None, folder: str | Path | No
     ``results/<recipe>/<scale>``; none there: start at step 0) for at most ``minutes`` of
     training, evaluate, and replace ``folder`` with the new state. ``overrides`` change the
     config (e.g. tiny sizes for a test); a folder written with other settings is refused.
-    Files in ``folder`` that a piece does not write (a ``NOTE.md``) are kept.
+    Files in ``folder`` that a piece does not write (a ``NOTE.md``) are kept; a run already at its
+    ``steps`` is refused (ValueError), so a loop over every run can include the finished ones.
     ``compile``: ``torch.compile`` the model (single-model runs; falls back to eager mode with
     a warning). Returns the new progress entry."""
     if not isinstance(minutes, (int, float)) or not 0 < minutes <= 24 * 60:
@@ -290,6 +291,9 @@ def continue_run(name: str, minutes: float, device=None, folder: str | Path | No
         if (folder / "state.pt").exists():
             full = expand_compact(folder, mode, dev)
             start = full["step"]
+            if start >= cfg["steps"]:
+                raise ValueError(f"long run {name!r} finished at {start:,} of {cfg['steps']:,} steps in "
+                                 f"{folder}: nothing to train (to score it again: --evaluate-only)")
             torch.save(full, full_path)
         t0 = time.perf_counter()
         try:

@@ -112,6 +112,10 @@ def test_cli_continue(tmp_path, capsys):
     assert main(args) == 0
     assert "steps 0 -> 3 of 3" in capsys.readouterr().out
     assert committed_summary(tmp_path / "r") == "3 of 3 steps, 1 piece on CPU"      # what the listing prints
+    before = (tmp_path / "r" / "progress.json").read_text()
+    assert main(args) == 2                      # a finished run is refused, not given an empty piece
+    assert "finished at 3 of 3 steps" in capsys.readouterr().err
+    assert (tmp_path / "r" / "progress.json").read_text() == before
     assert committed_summary(tmp_path / "none") == "nothing committed"
     assert machine_kinds([{"provenance": {"device": d}} for d in ("cuda: H100", "cpu", "cuda: H200")]) == "GPU and CPU"
 
