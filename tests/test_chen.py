@@ -306,13 +306,14 @@ def test_fig1b_pieces_differ_only_against_the_seed_spread():
     c = all_claims()["chen.fig1b_paper"]
     for risks in ((1.04, 1.13), (1.13, 1.04)):           # one seed: neither refuted nor confirmed
         one = evaluate(c, _pieces_values(step=320_000, risks=risks), "paper")
-        assert one["verdict"] == INCONCLUSIVE and "a second seed is needed" in one["gate"]
+        assert one["verdict"] == INCONCLUSIVE and "a second seed past the plateau is needed" in one["gate"]
     spread = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.04, 1.20), (1.13, 1.05))), "paper")
     assert spread["verdict"] == INCONCLUSIVE and "within 2 SE over seeds" in spread["gate"]
     apart = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.12), (1.04, 1.05))), "paper")
     assert apart["verdict"] == MODIFIED and "mean over 2 seeds" in apart["measured"]
-    plateau = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.52), (1.04, 1.50))), "paper")
-    assert plateau["verdict"] == INCONCLUSIVE and "seed 1 at step 320,000" in plateau["gate"]   # a second seed still on it
+    plateau = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.52), (1.04, 1.50)),
+                                         seed_steps=[320_000, 200_000]), "paper")
+    assert plateau["verdict"] == INCONCLUSIVE and "seed 1 at step 200,000" in plateau["gate"]   # a second seed still on it
     fails = dict(seed_risks=((1.04, 1.05), (1.13, 1.12)))           # the means show the opposite, beyond 2 SE
     early = evaluate(c, _pieces_values(step=320_000, seed_steps=[320_000, 40_000], **fails), "paper")
     assert early["verdict"] == INCONCLUSIVE and "seed 1 at 40,000 of 320,000" in early["gate"]
@@ -326,7 +327,7 @@ def test_fig2b_pieces_like_fig1b_compare_two_models_against_the_seed_spread():
     for lows in ((1.6, 2.0), (2.0, 1.6)):                # one seed, the gap 8 SE over prompts: either way undecided
         one = evaluate(c, _pieces_values(step=320_000, lows=lows, se=0.025), "paper")
         assert one["verdict"] == INCONCLUSIVE and "beyond 2 SE over prompts" in one["gate"]
-        assert "a second seed is needed" in one["gate"]
+        assert "a second seed past the plateau is needed" in one["gate"]
     two = dict(seed_risks=((1.04, 1.05), (1.13, 1.12)))
     apart = evaluate(c, _pieces_values(step=320_000, seed_lows=((1.6, 1.65), (2.0, 2.02)), **two), "paper")
     assert apart["verdict"] == MODIFIED and "mean over 2 seeds" in apart["measured"] and "beyond" in apart["gate"]
@@ -336,8 +337,35 @@ def test_fig2b_pieces_like_fig1b_compare_two_models_against_the_seed_spread():
     fails = evaluate(c, _pieces_values(step=320_000, seed_lows=((2.0, 2.02), (1.6, 1.65)), **two), "paper")
     assert fails["verdict"] == DIFFERS
     plateau = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.52), (1.04, 1.50)),
-                                         seed_lows=((1.6, 1.65), (2.0, 2.02))), "paper")
-    assert plateau["verdict"] == INCONCLUSIVE and "seed 1 at step 320,000" in plateau["gate"]
+                                         seed_lows=((1.6, 1.65), (2.0, 2.02)), seed_steps=[320_000, 200_000]), "paper")
+    assert plateau["verdict"] == INCONCLUSIVE and "seed 1 at step 200,000" in plateau["gate"]
+
+
+@pytest.mark.parametrize("claim", ["chen.fig1b_paper", "chen.fig2b_paper"])
+def test_a_seed_that_finished_on_the_plateau_is_set_aside_and_named(claim):
+    """Seed 1's h = 1 model ends the paper's budget on the plateau (1.52 against 0.9 x 1.545): the
+    claim is decided over the other seeds, and the gate says which seed was set aside and why."""
+    from icl_core.claims import all_claims, evaluate
+    c = all_claims()[claim]
+    kw = dict(seed_lows=((1.6, 2.5, 1.65), (2.0, 1.5, 2.02)))        # seed 1's own P-probe gap the other way
+    two = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.52), (1.04, 1.05)),
+                                     seed_lows=((1.6, 2.5), (2.0, 1.5))), "paper")
+    assert two["verdict"] == INCONCLUSIVE and "a second seed past the plateau is needed" in two["gate"]
+    assert "seed 1 set aside: finished at 320,000 steps with h1 on the ridge plateau (1.520" in two["gate"]
+    assert "gap h = 1 minus h = 4 +0.470" in two["gate"]
+    # a third seed past the plateau: decided over seeds 0 and 2, seed 1's opposite P-probe gap left out
+    three = evaluate(c, _pieces_values(step=320_000, seed_risks=((1.13, 1.52, 1.12), (1.04, 1.05, 1.05)), **kw),
+                     "paper")
+    assert three["verdict"] == MODIFIED and "mean over 2 seeds" in three["measured"], three
+    assert "seed 1 set aside" in three["gate"] and "decided over seeds 0, 2;" in three["gate"]
+    # the same seed unfinished is not set aside: it holds the claim at the gate
+    early = evaluate(c, _pieces_values(step=320_000, seed_steps=[320_000, 300_000, 320_000],
+                                       seed_risks=((1.13, 1.52, 1.12), (1.04, 1.05, 1.05)), **kw), "paper")
+    assert early["verdict"] == INCONCLUSIVE and "set aside" not in early["gate"] and "seed 1 at step 300,000" in early["gate"]
+    # every seed finished on the plateau: nothing left to decide over
+    none = evaluate(c, _pieces_values(step=320_000, ridge=1.1, seed_risks=((1.13, 1.12), (1.04, 1.05)),
+                                      seed_lows=((1.6, 1.65), (2.0, 2.02))), "paper")
+    assert none["verdict"] == INCONCLUSIVE and "no seed left past the plateau" in none["gate"]
 
 
 def test_paper_pieces_values_count_a_seed_once_both_its_runs_are_committed():

@@ -170,6 +170,9 @@ def test_the_page_prose_describes_the_committed_state():
             "book/chen/experiments.md describes another state of seed 1 than the committed pieces: update its prose"
 
 
+_STARTED_SEEDS = (0, 1)      # training seeds whose paper-scale runs are committed: each must stay so
+
+
 def test_the_run_notes_describe_every_committed_piece():
     """Each paper run's NOTE.md is written by hand beside its pieces: its piece lines must chain from
     step 0 to the committed step through piece boundaries that progress.json records, and the
@@ -179,6 +182,8 @@ def test_the_run_notes_describe_every_committed_piece():
     for seed in PAPER_SEEDS:
         for h in (1, 4):
             folder = Path("results/chen.train") / paper_run_name(h, seed)
+            if seed not in _STARTED_SEEDS and not folder.exists():
+                continue                                # registered, its first piece not made yet
             progress = json.loads((folder / "progress.json").read_text())
             bounds = {0} | {p["to_step"] for p in progress["pieces"]}
             note = (folder / "NOTE.md").read_text()
@@ -201,7 +206,8 @@ def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
     from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
-    paper = [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)]
+    paper = [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)
+             if seed in _STARTED_SEEDS or Path(f"results/chen.train/{paper_run_name(h, seed)}").exists()]
     for name in (*paper, "probe-h4-L4-w64"):        # the CPU probe continues the same way
         folder = f"results/chen.train/{name}"
         assert load_state(folder) is not None, f"the committed piece {folder} is missing"
