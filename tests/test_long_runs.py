@@ -173,42 +173,44 @@ def test_the_page_prose_describes_the_committed_state():
 _STARTED_SEEDS = (0, 1)      # training seeds whose paper-scale runs are committed: each must stay so
 
 
+def _paper_runs_to_check():
+    """The name of every registered paper-scale run that must be committed: those of
+    :data:`_STARTED_SEEDS`, and of any other seed once its first piece is (a registered seed may not
+    have started yet)."""
+    from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
+    return [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)
+            if seed in _STARTED_SEEDS or (Path("results/chen.train") / paper_run_name(h, seed)).exists()]
+
+
 def test_the_run_notes_describe_every_committed_piece():
     """Each paper run's NOTE.md is written by hand beside its pieces: its piece lines must chain from
     step 0 to the committed step through piece boundaries that progress.json records, and the
     remaining-steps figure must be the committed one (a piece committed without its note line, or a
     stale estimate, would fail here)."""
-    from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
-    for seed in PAPER_SEEDS:
-        for h in (1, 4):
-            folder = Path("results/chen.train") / paper_run_name(h, seed)
-            if seed not in _STARTED_SEEDS and not folder.exists():
-                continue                                # registered, its first piece not made yet
-            progress = json.loads((folder / "progress.json").read_text())
-            bounds = {0} | {p["to_step"] for p in progress["pieces"]}
-            note = (folder / "NOTE.md").read_text()
-            spans = [(int(a.replace(",", "")), int(b.replace(",", "")))
-                     for a, b in re.findall(r"Pieces? [\d-]+ \(([\d,]+) -> ([\d,]+)", note)]
-            assert spans, f"{folder}/NOTE.md has no piece lines"
-            assert spans[0][0] == 0 and spans[-1][1] == progress["step"], \
-                f"{folder}/NOTE.md does not reach the committed step {progress['step']:,}: add the piece's line"
-            for (_, end), (start, _) in zip(spans, spans[1:]):
-                assert end == start, f"{folder}/NOTE.md skips from {end:,} to {start:,}"
-            assert {s for span in spans for s in span} <= bounds, f"{folder}/NOTE.md names a step no piece ended at"
-            left = re.search(r"rest of the paper's ([\d,]+) steps\s+\(([\d,]+) steps\)", note)
-            assert left, f"{folder}/NOTE.md no longer says how many steps are left"
-            total, rest = (int(x.replace(",", "")) for x in left.groups())
-            assert total == progress["config"]["steps"] and rest == total - progress["step"], \
-                f"{folder}/NOTE.md gives a stale remaining-steps figure"
+    for name in _paper_runs_to_check():
+        folder = Path("results/chen.train") / name
+        progress = json.loads((folder / "progress.json").read_text())
+        bounds = {0} | {p["to_step"] for p in progress["pieces"]}
+        note = (folder / "NOTE.md").read_text()
+        spans = [(int(a.replace(",", "")), int(b.replace(",", "")))
+                 for a, b in re.findall(r"Pieces? [\d-]+ \(([\d,]+) -> ([\d,]+)", note)]
+        assert spans, f"{folder}/NOTE.md has no piece lines"
+        assert spans[0][0] == 0 and spans[-1][1] == progress["step"], \
+            f"{folder}/NOTE.md does not reach the committed step {progress['step']:,}: add the piece's line"
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            assert end == start, f"{folder}/NOTE.md skips from {end:,} to {start:,}"
+        assert {s for span in spans for s in span} <= bounds, f"{folder}/NOTE.md names a step no piece ended at"
+        left = re.search(r"rest of the paper's ([\d,]+) steps\s+\(([\d,]+) steps\)", note)
+        assert left, f"{folder}/NOTE.md no longer says how many steps are left"
+        total, rest = (int(x.replace(",", "")) for x in left.groups())
+        assert total == progress["config"]["steps"] and rest == total - progress["step"], \
+            f"{folder}/NOTE.md gives a stale remaining-steps figure"
 
 
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
-    from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
-    paper = [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)
-             if seed in _STARTED_SEEDS or Path(f"results/chen.train/{paper_run_name(h, seed)}").exists()]
-    for name in (*paper, "probe-h4-L4-w64"):        # the CPU probe continues the same way
+    for name in (*_paper_runs_to_check(), "probe-h4-L4-w64"):        # the CPU probe continues the same way
         folder = f"results/chen.train/{name}"
         assert load_state(folder) is not None, f"the committed piece {folder} is missing"
         run = get_long_run(f"chen.train.{name}")

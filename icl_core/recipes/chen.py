@@ -677,10 +677,15 @@ def _all_seeds(v) -> list:
     return v.get("paper_pieces_seeds") or _seed0(v)
 
 
+def _worst_model(x) -> str:
+    """The key ("h1" or "h4") of the model with the higher excess risk in a seed's record."""
+    return max(("h1", "h4"), key=x.get)
+
+
 def _past_plateau(x) -> bool:
     """Whether both models of a seed's record are clearly past the ridge plateau: excess risk at
     n = 10 below 0.9 x tuned ridge's on the same prompts."""
-    return max(x["h1"], x["h4"]) < 0.9 * x["ridge"]
+    return x[_worst_model(x)] < 0.9 * x["ridge"]
 
 
 def _set_aside(v) -> list:
@@ -701,7 +706,7 @@ def _seeds(v) -> list:
 
 def _set_aside_reason(x) -> str:
     """What the gate says of a seed :func:`_set_aside` (``x``: its record)."""
-    worst = max(("h1", "h4"), key=x.get)
+    worst = _worst_model(x)
     return (f"seed {x['seed']} set aside: finished at {x['step']:,} steps with {worst} on the ridge plateau "
             f"({x[worst]:.3f}, not below 0.9 x ridge {0.9 * x['ridge']:.3f}; its gap h = 1 minus h = 4 "
             f"{x['h1'] - x['h4']:+.3f})")
@@ -726,9 +731,8 @@ def _pieces_decided(test, resolved=None, runs=_seed0):
         if aside:
             before += f"decided over seed{'s' if len(seeds) > 1 else ''} {', '.join(str(x['seed']) for x in seeds)}; "
         tag = (lambda x: f"seed {x['seed']}") if len(seeds) + len(aside) > 1 else (lambda x: "")
-        worst_of = lambda x: max(("h1", "h4"), key=x.get)
-        x = max(seeds, key=lambda x: x[worst_of(x)] / x["ridge"])          # the least far past the plateau
-        worst = worst_of(x)
+        x = max(seeds, key=lambda x: x[_worst_model(x)] / x["ridge"])          # the least far past the plateau
+        worst = _worst_model(x)
         left = _past_plateau(x)
         lesser = min(seeds, key=lambda x: x["step"])
         done = lesser["step"]
@@ -852,7 +856,7 @@ def _fig1b_pieces_resolved(v):
     not set aside; each is held to the plateau and unfinished rules of :func:`_pieces_decided`).
     With one seed per head count there is no spread to measure the gap against, so the claim can
     neither be confirmed nor refuted."""
-    seeds = _seeds(v) or _all_seeds(v)
+    seeds = _seeds(v)                         # never empty here: the gate stops before this when it is
     if len(seeds) < 2:
         return _one_seed(f"the gap h = 1 minus h = 4 {seeds[0]['h1'] - seeds[0]['h4']:+.3f}")
     return _gap_over_seeds(seeds, "h = 1 minus h = 4", lambda h: f"h{h}")
