@@ -10,6 +10,7 @@ from icl_core.head_analysis import (dominance, entropy, head_importance, head_we
                                     sort_and_average)
 from icl_core.models import MultiHeadLinearTransformer, Transformer
 from icl_core.recipes import run
+from icl_core.recipes.chen import fig1c_gap
 from icl_core.head_analysis import load_models
 from icl_core.results import Result
 from icl_core.tasks import SparseLinearRegression
@@ -249,13 +250,17 @@ def test_bias_variance_path_splits_the_estimate_exactly():
 
 
 def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.25, 0.6, 0.7, 0.8),
-                   lows=(1.6, 2.0), se=0.05, seed_risks=None, seed_steps=None, seed_lows=None):
+                   lows=(1.6, 2.0), se=0.05, seed_risks=None, seed_steps=None, seed_lows=None, seed_gaps=None):
     """Records as the page makes them from the paper-scale pieces (``paper_pieces_values``,
     ``pieces_records``); ``seed_risks``: (h = 1 risks, h = 4 risks), one per seed, when more than
-    one seed is trained; ``seed_steps``: each seed's step (default ``step``); ``seed_lows``: (h = 4
-    lowest P-probe points, h = 1 ones), one per seed (default: every seed at ``lows``)."""
+    one seed is trained; ``seed_steps``: each seed's step (default, or None: ``step``); ``seed_lows``:
+    (h = 4 lowest P-probe points, h = 1 ones), one per seed (default: every seed at ``lows``);
+    ``seed_gaps``: each seed's Fig. 1c layer gap (default: every seed at ``dominance_``'s)."""
     curve = lambda lo: [3.0] + [lo] * 100
     W = np.array([[d] + [(1 - d) / 3] * 3 for d in dominance_])
+    n_seeds = len(seed_risks[0]) if seed_risks else 0
+    steps = [step if n is None else n for n in (seed_steps or [None] * n_seeds)]
+    gaps = seed_gaps or [fig1c_gap(dominance(W), [se] * 4)[1]] * n_seeds
     return {"paper_pieces_step": step, "paper_pieces_steps_total": 320_000,
             "paper_pieces_risk": {"h1": risks[0], "h4": risks[1]}, "paper_pieces_ridge": ridge,
             "pieces_analysis_step": {"h1": step, "h4": step}, "pieces_fig1c_weights": W.tolist(),
@@ -267,16 +272,18 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
             "pieces_pprobe_se": {"h=1": se, "h=4": se, "raw x": se, "Algorithm 1 (ideal)": se},
             **({"paper_pieces_seeds": [{"seed": k, "step": n, "h1": r1, "h4": r4, "ridge": ridge,
                                         "pprobe_h1": l1, "pprobe_h4": l4, "pprobe_mean_h1": np.mean(curve(l1)),
-                                        "pprobe_mean_h4": np.mean(curve(l4))} for k, (r1, r4, n, l4, l1)
-                                       in enumerate(zip(*seed_risks, seed_steps or [step] * len(seed_risks[0]),
-                                                        *(seed_lows or [[x] * len(seed_risks[0]) for x in lows])))]}
+                                        "pprobe_mean_h4": np.mean(curve(l4)), "step_h4": n, "fig1c_gap": g,
+                                        "fig1c_gap_se": se * np.sqrt(2)} for k, (r1, r4, n, l4, l1, g)
+                                       in enumerate(zip(*seed_risks, steps,
+                                                        *(seed_lows or [[x] * n_seeds for x in lows]), gaps))]}
                if seed_risks else {})}
 
 
 @pytest.mark.parametrize("claim, holds, fails", [
     ("chen.fig1b_paper", dict(risks=(1.13, 1.04), seed_risks=((1.13, 1.12), (1.04, 1.05))),
      dict(risks=(1.04, 1.13), seed_risks=((1.04, 1.05), (1.13, 1.12)))),
-    ("chen.fig1c_paper", dict(), dict(dominance_=(0.9, 0.6, 0.7, 0.8))),
+    ("chen.fig1c_paper", dict(seed_risks=((1.04, 1.05), (1.13, 1.12)), seed_steps=[None, 320_000]),
+     dict(seed_risks=((1.04, 1.05), (1.13, 1.12)), seed_steps=[None, 320_000], dominance_=(0.9, 0.6, 0.7, 0.8))),
     ("chen.fig2b_paper", dict(seed_risks=((1.04, 1.05), (1.13, 1.12)), seed_lows=((1.6, 1.65), (2.0, 2.02))),
      dict(seed_risks=((1.04, 1.05), (1.13, 1.12)), seed_lows=((2.0, 2.02), (1.6, 1.65))))])
 def test_pieces_claims_confirm_early_but_refute_only_at_the_end(claim, holds, fails):
@@ -319,6 +326,27 @@ def test_fig1b_pieces_differ_only_against_the_seed_spread():
     assert early["verdict"] == INCONCLUSIVE and "seed 1 at 40,000 of 320,000" in early["gate"]
     assert evaluate(c, _pieces_values(step=100_000, **fails), "paper")["verdict"] == INCONCLUSIVE   # seed 0 unfinished
     assert evaluate(c, _pieces_values(step=320_000, **fails), "paper")["verdict"] == DIFFERS
+
+
+def test_fig1c_pieces_are_decided_against_the_seed_spread_of_finished_h4_models():
+    from icl_core.claims import all_claims, evaluate
+    c = all_claims()["chen.fig1c_paper"]
+    run = lambda **kw: evaluate(c, _pieces_values(step=320_000, **kw), "paper")
+    late = dict(dominance_=(0.9, 0.6, 0.7, 0.8))                     # layer 1 the most dominated, 15 bootstrap SE
+    one = run(**late)                                                 # one seed: neither refuted nor confirmed
+    assert one["verdict"] == INCONCLUSIVE and "a second seed's h = 4 model, finished past the plateau" in one["gate"]
+    assert run()["verdict"] == INCONCLUSIVE                            # the paper's pattern, one seed
+    two = dict(seed_risks=((0.9, 1.40), (0.8, 0.8)), **late)          # seed 1's h = 1 on the plateau: set aside for
+    assert run(**two)["verdict"] == DIFFERS                           # Fig. 1b, but Fig. 1c reads its h = 4 model
+    assert "mean over 2 seeds -0.300" in run(**two)["measured"]
+    plateau = dict(seed_risks=((0.9, 0.8), (0.8, 1.40)), **late)      # seed 1's h = 4 model on the plateau
+    assert "a second seed's h = 4 model" in run(**plateau)["gate"]
+    unfinished = run(seed_steps=[None, 200_000], **two)                # seed 1's h = 4 run unfinished: not counted
+    assert unfinished["verdict"] == INCONCLUSIVE and "a second seed's h = 4 model" in unfinished["gate"]
+    split = run(seed_gaps=[-0.3, 0.25], **two)                        # the seeds disagree: within their spread
+    assert split["verdict"] == INCONCLUSIVE and "within 2 SE over seeds" in split["gate"]
+    both = run(seed_gaps=[0.35, 0.3], seed_risks=((0.9, 1.40), (0.8, 0.8)))
+    assert both["verdict"] == MODIFIED and "seed 1 +0.300" in both["gate"]
 
 
 def test_fig2b_pieces_like_fig1b_compare_two_models_against_the_seed_spread():
