@@ -278,3 +278,39 @@ def test_evaluate_only_adds_what_an_older_piece_lacks_and_trains_nothing(tmp_pat
     assert "--evaluate-only takes the committed settings" in capsys.readouterr().err
     assert main(["continue", NAME, "--evaluate-only", "--dir", str(tmp_path / "none")]) == 2
     assert "no committed piece" in capsys.readouterr().err
+
+
+def test_the_pruned_fine_tune_starts_from_the_finished_source_and_keeps_its_pruning(tmp_path):
+    """Fig. 1d's pruned run: the finished h = 4 source with every head of layer 1 and the most
+    important head of each later layer kept (by the source's committed head assessment), fine-tuned
+    in pieces like any long run; the pruning survives the fine-tune and a reload."""
+    from icl_core.head_analysis import head_weights
+    src, name = tmp_path / "src", "chen.train.paper-h4-L4-pruned"
+    tiny = dict(TINY, steps=6)
+    pruned = dict(tiny, steps=4, source_folder=str(src))
+    names = ("h4_L4_s0", "h4_L4_s0.1")
+    assert get_long_run(name).config["steps"] == 60000 and get_long_run(name).config["source"] == "paper-h4-L4"
+    continue_run(NAME, 60, device="cpu", folder=src, **tiny)
+    progress = json.loads((src / "progress.json").read_text())
+    unfinished = tmp_path / "unfinished"                     # the same state, as if its run were longer
+    unfinished.mkdir()
+    for f in src.iterdir():
+        (unfinished / f.name).write_bytes(f.read_bytes())
+    (unfinished / "progress.json").write_text(json.dumps(dict(progress, config=dict(progress["config"], steps=9))))
+    with pytest.raises(ValueError, match="at 6 of 9 steps: the paper prunes the trained model"):
+        continue_run(name, 60, device="cpu", folder=tmp_path / "p", **dict(pruned, source_folder=str(unfinished)))
+    with pytest.raises(ValueError, match="d_model must equal the source run's"):
+        continue_run(name, 60, device="cpu", folder=tmp_path / "p", **dict(pruned, d_model=32))
+    assert not (tmp_path / "p").exists()
+    delta = progress["pieces"][-1]["metrics"]
+    want = [[int(np.nanargmax(w)) for w in head_weights(np.array(delta[f"{n}/head_delta"]))[1:]] for n in names]
+    first = continue_run(name, 60, device="cpu", folder=tmp_path / "p", **pruned)
+    assert first["to_step"] == 4 and first["finished"]
+    assert [first["metrics"][f"{n}_pruned/kept_heads"] for n in names] == want
+    models = load_models(get_long_run(name), tmp_path / "p", **pruned)
+    source = load_models(get_long_run(NAME), src, **tiny)
+    for n, kept in zip(names, want):
+        masks = [m.tolist() for m in models[f"{n}_pruned"].head_masks]
+        assert masks[0] == [1.0] * 4 and masks[1:] == [[float(j == k) for j in range(4)] for k in kept]
+        before, after = source[n].state_dict(), models[f"{n}_pruned"].state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in before)               # fine-tuning moved it

@@ -119,6 +119,7 @@ def test_results_are_saved_as_a_unit_and_damage_is_named(tmp_path):
 
 def test_run_checks_out_before_running_and_never_overwrites_silently(tmp_path, monkeypatch):
     from icl_core import recipes
+    recipes._load_all()                 # the registry fills on first use: this test may run first on its worker
     calls = []
     monkeypatch.setattr(recipes.RECIPES["foundations.error_vs_context"], "fn",
                         lambda cfg, dev: calls.append(1) or Result("f", "", cfg, {}, {}))

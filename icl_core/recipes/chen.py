@@ -315,7 +315,7 @@ def baseline_risks(cfg: dict, noise_std: float, n_context: int = 10) -> dict:
 PPROBE_PROMPTS, PPROBE_STEPS = 1024, 100    # Fig. 2b's P-probing at the end of every piece
 
 
-def _piece_evaluate(h):
+def _piece_evaluate(h, pruned=False):
     """A piece's evaluation of each of its models: the excess risk at n = 10 beside tuned ridge
     and Lasso, and the analyses of Figs. 1c, 1d and 2b that read one model alone
     (:func:`~icl_core.head_analysis.analyse_model` on ``eval_prompts`` prompts; the head
@@ -323,17 +323,21 @@ def _piece_evaluate(h):
     carries its own analysis: ``<name>/head_delta`` (L, h), ``<name>/dominance_se`` (L,),
     ``<name>/probes`` (L + 1,),
     ``<name>/pprobe`` (101,), ``<name>/pprobe_lr``, ``<name>/pprobe_se``, and
-    ``<name>/pprobe_ref/<raw x | Algorithm 1 (ideal)>`` as ``{curve, lr, se}``."""
+    ``<name>/pprobe_ref/<raw x | Algorithm 1 (ideal)>`` as ``{curve, lr, se}``. ``pruned``: the
+    models are pruned copies (names end ``_pruned``; no head assessment, their kept heads are
+    recorded instead as ``<name>/kept_heads``, one per block after the first)."""
     def evaluate(models, cfg):
         out = {}
         for model, s in zip(models, cfg["noise_stds"]):
-            name = model_name(h, cfg["L"], s, seed=cfg["seed"])
+            name = model_name(h, cfg["L"], s, pruned=pruned, seed=cfg["seed"])
             out[f"{name}/risk_n10"] = query_risk(model, eval_prompts(cfg, s))
             for k, v in baseline_risks(cfg, s).items():
                 out[f"{name}/{k}_n10"] = v
             an = analyse_model(model, cfg, s, n_prompts=cfg["eval_prompts"], pprobe_prompts=PPROBE_PROMPTS,
-                               pprobe_steps=PPROBE_STEPS, assess_heads=h > 1)
-            if h > 1:
+                               pprobe_steps=PPROBE_STEPS, assess_heads=h > 1 and not pruned)
+            if pruned:
+                out[f"{name}/kept_heads"] = [int(m.argmax()) for m in model.head_masks[1:]]
+            elif h > 1:
                 out[f"{name}/head_delta"] = an["delta"].tolist()
                 out[f"{name}/dominance_se"] = an["dominance_se"].tolist()
             out[f"{name}/probes"] = an["probes"].tolist()
@@ -345,8 +349,47 @@ def _piece_evaluate(h):
     return evaluate
 
 
-def _piece_names(h):
-    return lambda cfg: [model_name(h, cfg["L"], s, seed=cfg["seed"]) for s in cfg["noise_stds"]]
+def _piece_names(h, pruned=False):
+    return lambda cfg: [model_name(h, cfg["L"], s, pruned=pruned, seed=cfg["seed"]) for s in cfg["noise_stds"]]
+
+
+# Fig. 1d's pruned transformer (Section 3): the finished 4-head model of a seed, all heads of layer 1
+# kept and only the most important head of every later layer (by its committed head assessment,
+# eq. 3.1), fine-tuned "with the same training data" for the paper's 60,000 steps (App. B) at Adam 1e-4
+_SHAPE_KEYS = ("d", "s", "d_model", "L", "noise_stds", "seed")
+
+
+def _pruned_build(cfg):
+    """Models, samplers and training settings of a pruned fine-tune (``cfg["source"]``: the
+    finished h = 4 run under ``chen.train``; ``cfg["source_folder"]``: where it is, default the
+    committed one). Raises ValueError when the source is missing, unfinished, or of another shape."""
+    from ..committed import find
+    from ..long_runs import get_long_run, load_models, load_state
+    folder = cfg.get("source_folder") or find("chen.train", cfg["source"],
+                                              files=("state.pt", "progress.json", "run0.params.pt"))
+    st = load_state(folder)
+    if st is None:
+        raise ValueError(f"source run chen.train.{cfg['source']} is not committed (looked in {folder}): "
+                         "train it first")
+    src_cfg = st["progress"]["config"]
+    if st["step"] < src_cfg["steps"]:
+        raise ValueError(f"source run chen.train.{cfg['source']} is at {st['step']:,} of {src_cfg['steps']:,} "
+                         "steps: the paper prunes the trained model, so it must finish first")
+    for k in _SHAPE_KEYS:
+        if cfg[k] != src_cfg[k]:
+            raise ValueError(f"{k} must equal the source run's ({src_cfg[k]!r}), got {cfg[k]!r}")
+    src = get_long_run(f"chen.train.{cfg['source']}")
+    loaded = load_models(src, folder, **{k: v for k, v in src_cfg.items() if k in src.config})
+    metrics = st["progress"]["pieces"][-1]["metrics"]
+    models = []
+    for name, model in loaded.items():
+        prune_to_top_heads(model, head_weights(np.array(metrics[f"{name}/head_delta"])))
+        models.append(model.train())
+    tasks = [SparseLinearRegression(cfg["d"], cfg["s"], s) for s in cfg["noise_stds"]]
+    kwargs = dict(batch_size=cfg["batch_size"], lr=cfg["lr"], n_points=cfg["n_context"] + cfg["n_queries"],
+                  n_queries=cfg["n_queries"], prefetch=cfg["prefetch"], grad_clip=cfg.get("grad_clip"),
+                  seed=[derive_seed(cfg["seed"], 2, int(1000 * s)) for s in cfg["noise_stds"]])
+    return models, tasks, kwargs
 
 
 # A CPU probe for the schedule that leaves the ridge plateau: the committed mid models (width 64,
@@ -375,6 +418,15 @@ for _h in (1, 4):
              "1, batch 64, sigma=0.1: is it the width or the learning rate that keeps width 64 on the ridge plateau?")):
         register_long_run(LongRun(f"chen.train.{_name}", dict(_cfg), _piece_build(_h), _piece_evaluate(_h),
                                   _piece_names(_h), description=_what))
+for _seed in PAPER_SEEDS:
+    _source = paper_run_name(4, _seed)
+    register_long_run(LongRun(
+        f"chen.train.{_source}-pruned", dict(PAPER_PIECES, seed=_seed, steps=60000, source=_source,
+                                             source_folder=None),
+        _pruned_build, _piece_evaluate(4, pruned=True), _piece_names(4, pruned=True),
+        description=f"Fig. 1d's pruned transformer: chen.train.{_source} once finished, all heads of layer 1 and "
+                    "the most important head of each later layer kept (its committed head assessment), "
+                    "fine-tuned 60,000 steps at Adam 1e-4 on the training distribution"))
 
 
 # --- claims ------------------------------------------------------------------------------
