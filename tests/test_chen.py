@@ -17,7 +17,7 @@ from icl_core.tasks import SparseLinearRegression
 from icl_core.theory import chen as T
 from icl_core.claims import VERDICTS
 
-MODIFIED, INCONCLUSIVE, DIFFERS = VERDICTS[2], VERDICTS[3], VERDICTS[4]     # no verdict typed here
+MODIFIED, INCONCLUSIVE, DIFFERS, NOT_RUN = VERDICTS[2], VERDICTS[3], VERDICTS[4], VERDICTS[5]  # none typed here
 
 
 def prompts(B=64, n=10, q=3, d=8, s=2, noise=0.1, seed=0, **kw):
@@ -449,3 +449,42 @@ def test_dominance_standard_error_shrinks_with_prompts_and_vanishes_without_spre
     delta, base, samples = head_importance(m, p, per_prompt=True)
     assert samples.shape == (2, 2, 64) and np.allclose(samples.mean(2), delta)
     assert np.allclose(head_importance(m, p)[0], delta)
+
+
+def _fig1d_values(pruned_last=(0.75, 0.74), steps=(60_000, 60_000), seed_steps=None, seeds=(0, 1), **kw):
+    """Fig. 1b's two-seed records (both past the plateau) with Fig. 1d's per seed: original h = 4
+    probes ending at 0.73, h = 1 at 0.88, the pruned model's ending at ``pruned_last`` (its earlier
+    blocks halfway between the two)."""
+    h4, h1 = [4.0, 2.7, 1.9, 1.4, 0.73], [4.0, 3.8, 2.4, 1.6, 0.88]
+    v = _pieces_values(step=320_000, risks=(0.9, 0.75), seed_risks=((0.9, 0.95), (0.75, 0.77)),
+                       seed_steps=seed_steps, **kw)
+    v["pieces_fig1d_seeds"] = [{"seed": k, "step": n, "steps_total": 60_000, "h4": h4, "h1": h1,
+                                "pruned": [a + 0.1 * (b - a) for a, b in zip(h4[:-1], h1[:-1])] + [p]}
+                               for k, p, n in zip(seeds, pruned_last, steps)]
+    return v
+
+
+def test_fig1d_pieces_compare_pruned_original_and_one_head_at_every_block_over_seeds():
+    from icl_core.claims import all_claims, evaluate
+    c = all_claims()["chen.fig1d_paper"]
+    run = lambda v: evaluate(c, v, "paper")
+    assert run(_pieces_values())["verdict"] == NOT_RUN                                 # no pruned run committed
+    assert run(_fig1d_values())["verdict"] == MODIFIED                                 # close to the original
+    far = run(_fig1d_values(pruned_last=(0.86, 0.87)))                                 # at the 1-head model's level
+    assert far["verdict"] == DIFFERS and "margin at block 4" in far["gate"]
+    assert run(_fig1d_values(pruned_last=(0.86, 0.87), steps=(30_000, 60_000)))["verdict"] == INCONCLUSIVE
+    early = run(_fig1d_values(steps=(30_000, 60_000)))                                 # the pattern already there
+    assert early["verdict"] == MODIFIED and "the check already holds" in early["gate"]
+    one = _fig1d_values()
+    one["pieces_fig1d_seeds"] = one["pieces_fig1d_seeds"][:1]
+    assert run(one)["verdict"] == INCONCLUSIVE and "a second seed's pruned run is needed" in run(one)["gate"]
+    split = run(_fig1d_values(pruned_last=(0.74, 0.86)))                               # the seeds disagree
+    assert split["verdict"] == INCONCLUSIVE and "within 2 SE over seeds" in split["gate"]
+    aside = _fig1d_values()                                                             # seed 1 on the plateau at the end
+    aside["paper_pieces_seeds"][1]["h1"] = 1.45
+    assert "a second seed's pruned run is needed" in run(aside)["gate"]
+    src = run(_fig1d_values(seed_steps=[None, 200_000]))                               # seed 1's sources unfinished
+    assert "seed 1: source runs unfinished" in src["gate"]
+    plateau = _fig1d_values(seed_steps=[None, 200_000])                                # and its 1-head model on the plateau
+    plateau["paper_pieces_seeds"][1]["h1"] = 1.45
+    assert run(plateau)["verdict"] == INCONCLUSIVE and "seed 1: a source model still on the ridge" in run(plateau)["gate"]

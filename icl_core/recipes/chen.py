@@ -724,6 +724,37 @@ def pieces_records(pieces: dict) -> dict:
             "pieces_pprobe_se": {k: se for k, (_, _, se) in curves.items()}}
 
 
+def load_pruned_runs() -> dict:
+    """Fig. 1d's committed pruned fine-tunes: training seed -> :func:`long_runs.load_state` of
+    ``chen.train/paper-h4-L4<suffix>-pruned``, or None where nothing is committed."""
+    from ..committed import find
+    from ..long_runs import load_state
+    return {seed: load_state(find("chen.train", paper_run_name(4, seed) + "-pruned",
+                                  files=("state.pt", "progress.json"))) for seed in PAPER_SEEDS}
+
+
+def pruned_pieces_values(runs: dict, pruned: dict) -> dict:
+    """Fig. 1d's paper-scale records: ``runs`` as :func:`load_paper_runs`, ``pruned`` as
+    :func:`load_pruned_runs`. Key ``pieces_fig1d_seeds``: one record per seed whose pruned run and
+    both source runs are committed with probes, {"seed", "step" / "steps_total" (the pruned
+    run's), "pruned", "h4", "h1" ((L + 1,) probe excess risks of the pruned, original 4-head and
+    1-head model, read-in first)}; {} when no seed has one."""
+    out = []
+    for seed, st in sorted(pruned.items()):
+        by_h = runs.get(seed) or {}
+        if st is None or not all(by_h.get(h) for h in (1, 4)):
+            continue
+        m = {h: _newest_metrics(by_h[h], h) for h in (1, 4)}
+        name = st["progress"]["run_names"][0]
+        piece = st["progress"]["pieces"][-1]
+        probes = piece["metrics"].get(f"{name}/probes")
+        if probes is None or any("probes" not in x for x in m.values()):
+            continue
+        out.append({"seed": seed, "step": st["step"], "steps_total": piece["steps_total"], "pruned": probes,
+                    "h4": m[4]["probes"], "h1": m[1]["probes"]})
+    return {"pieces_fig1d_seeds": out} if out else {}
+
+
 def _seed0(v) -> list:
     """Seed 0's runs as one record of :func:`paper_pieces_values`: the analysed state."""
     return [{"seed": 0, "step": v["paper_pieces_step"], **v["paper_pieces_risk"], "ridge": v["paper_pieces_ridge"]}]
@@ -921,6 +952,75 @@ def _fig1c_pieces_test(v):
                  f"{v['pieces_fig1c_layer1_least_dominated']}{over}")
 
 
+def _fig1d_seeds(v) -> list:
+    """The records of ``pieces_fig1d_seeds`` whose seed Figs. 1b and 2b are decided over
+    (:func:`_seeds`: past the plateau, not set aside; Fig. 1d too compares the 1-head model)."""
+    keep = {x["seed"] for x in _seeds(v)}
+    return [x for x in v["pieces_fig1d_seeds"] if x["seed"] in keep]
+
+
+def _fig1d_layers(seeds: list) -> dict:
+    """Per block (the read-in, the same input for every model, left out) the mean over ``seeds``
+    of each seed's margin, half the 1-head model's probe gap to the original 4-head one less the
+    pruned model's distance to the original (positive: the pruned model is closer to the original
+    than to the 1-head model; the mid claim's criterion), and of the 1-head minus pruned gap, with
+    their standard errors over the seeds (0 with one seed): {"margin", "margin_se", "gap",
+    "gap_se"} -> (L,)."""
+    P, O, S = (np.array([x[k] for x in seeds])[:, 1:] for k in ("pruned", "h4", "h1"))
+    margin, gap = 0.5 * (S - O) - np.abs(P - O), S - P
+    se = (lambda a: a.std(0, ddof=1) / math.sqrt(len(a))) if len(seeds) > 1 else (lambda a: np.zeros(a.shape[1]))
+    return {"margin": margin.mean(0), "margin_se": se(margin), "gap": gap.mean(0), "gap_se": se(gap)}
+
+
+def _fig1d_pieces_test(v):
+    seeds = _fig1d_seeds(v) or v["pieces_fig1d_seeds"]
+    r = _fig1d_layers(seeds)
+    over = f"mean over {len(seeds)} seeds" if len(seeds) > 1 else f"seed {seeds[0]['seed']}"
+    last = {k: float(np.mean([x[k][-1] for x in seeds])) for k in ("pruned", "h4", "h1")}
+    return Check(bool((r["margin"] > 0).all() and (r["gap"] > 0).all()),
+                 f"probe excess risk after the last block: pruned {last['pruned']:.3f}, original h = 4 "
+                 f"{last['h4']:.3f}, h = 1 {last['h1']:.3f}; per block, half the 1-head gap minus the pruned "
+                 f"distance {[round(float(x), 3) for x in r['margin']]}, h = 1 minus pruned "
+                 f"{[round(float(x), 3) for x in r['gap']]} ({over})")
+
+
+def _fig1d_pieces_gate(v):
+    """Decided over :func:`_fig1d_seeds` once every one's runs (sources and pruned fine-tune) have
+    finished, or earlier where the check already holds; at the block where each is smallest, the
+    margin and the 1-head model's gap to the pruned one beyond two standard errors over the seeds
+    (both compare trained models, so with one seed it neither confirms nor refutes)."""
+    seeds = _fig1d_seeds(v)
+    if not seeds:
+        return Gate(False, "no committed pruned run of a seed past the plateau (Figs. 1b and 2b's seeds)")
+    src = {x["seed"]: x for x in _seeds(v)}
+    total = v["paper_pieces_steps_total"]
+    lesser = min(seeds, key=lambda x: x["step"] / x["steps_total"])
+    unfinished = [x["seed"] for x in seeds if src[x["seed"]]["step"] < total]
+    reason = (f"pruned runs: the lesser, seed {lesser['seed']}, at {lesser['step']:,} of {lesser['steps_total']:,} "
+              f"fine-tuning steps")
+    if unfinished:
+        reason += f"; seed {', '.join(map(str, unfinished))}: source runs unfinished"
+    plateau = [x["seed"] for x in seeds if not _past_plateau(src[x["seed"]])]
+    if plateau:
+        return Gate(False, reason + f"; seed {', '.join(map(str, plateau))}: a source model still on the ridge plateau "
+                                    "(not below 0.9 x ridge at n = 10)")
+    holds = _fig1d_pieces_test(v).holds
+    done = lesser["step"] >= lesser["steps_total"] and not unfinished
+    if not done:
+        reason += (": unfinished, the check already holds" if holds
+                   else ": unfinished, and what does not hold yet may still come: only the last step can refute it")
+    if len(seeds) < 2:
+        return Gate(False, reason + "; 1 seed: the pruned, original and 1-head models of one seed, no seed spread to "
+                                    "measure them against (a second seed's pruned run is needed)")
+    r = _fig1d_layers(seeds)
+    k, q = int(np.argmin(r["margin"])), int(np.argmin(r["gap"]))
+    a = _beyond_2se(f"margin at block {k + 1}, mean over {len(seeds)} seeds", float(r["margin"][k]),
+                    float(r["margin_se"][k]), 0.0, kind="SE over seeds")
+    b = _beyond_2se(f"h = 1 minus pruned at block {q + 1}, mean over {len(seeds)} seeds", float(r["gap"][q]),
+                    float(r["gap_se"][q]), 0.0, kind="SE over seeds")
+    return Gate((done or holds) and a.ok and b.ok, f"{reason}; {a.reason}; {b.reason}")
+
+
 _PIECES_RUNS = ("sigma = 0.1 only, L = 4, h in {1, 4}; Adam's first moment restarts at each piece, on a GPU or a "
                 "CPU core (compact checkpoints)")
 _PIECES_SETTING = "one seed, " + _PIECES_RUNS
@@ -971,6 +1071,16 @@ _czz("fig2b_paper", "experiments", "Fig. 2b",
      _fig2b_pieces_test, _pieces_decided(_fig2b_pieces_test, _fig2b_pieces_resolved, runs=_seeds),
      setting=_TRAINED_SETTING, source="chen.train/paper-L4",
      deviations={"paper": _PIECES_SEEDS + "; h = 8 not trained"}, reduced={"paper": _PIECES_BUDGET})
+
+_czz("fig1d_paper", "experiments", "Fig. 1d",
+     "the \u201cpruned transformer\u201d and the original model exhibit almost the same performance for each layer ... "
+     "the probing result is largely different between single-head transformers and the \u201cpruned "
+     "transformers\u201d, the latter has better performances compared to the former",
+     _fig1d_pieces_test, _fig1d_pieces_gate, setting=_TRAINED_SETTING + "; pruned models fine-tuned 60,000 steps",
+     source="chen.train/paper-L4",
+     deviations={"paper": _PIECES_SEEDS + "; 'almost the same' read as the mid claim's criterion at every block: "
+                          "the pruned model within half the 1-head gap of the original"},
+     reduced={"paper": _PIECES_BUDGET})
 
 register_page("chen/theory", ci=dict(tasks=4000), paper=dict(tasks=40000))
 # prompts for the trained-model analyses (the committed models are analysed at every scale)
