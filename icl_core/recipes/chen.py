@@ -770,10 +770,27 @@ def _worst_model(x) -> str:
     return max(("h1", "h4"), key=x.get)
 
 
+def _model_past_plateau(x, model: str) -> bool:
+    """Whether ``model`` ("h1" or "h4") of a seed's record is clearly past the ridge plateau:
+    excess risk at n = 10 below 0.9 x tuned ridge's on the same prompts."""
+    return x[model] < 0.9 * x["ridge"]
+
+
 def _past_plateau(x) -> bool:
-    """Whether both models of a seed's record are clearly past the ridge plateau: excess risk at
-    n = 10 below 0.9 x tuned ridge's on the same prompts."""
-    return x[_worst_model(x)] < 0.9 * x["ridge"]
+    """Whether both models of a seed's record are clearly past the ridge plateau."""
+    return _model_past_plateau(x, _worst_model(x))
+
+
+def _unfinished(holds: bool) -> str:
+    """What a gate says of a check on an unfinished run: it may confirm, never refute."""
+    return (": unfinished, the check already holds" if holds
+            else ": unfinished, and what does not hold yet may still come: only the last step can refute it")
+
+
+def _se_over_seeds(a) -> np.ndarray:
+    """Standard error of the mean over training seeds (axis 0 of ``a``, two seeds or more)."""
+    a = np.asarray(a, dtype=float)
+    return a.std(0, ddof=1) / math.sqrt(len(a))
 
 
 def _set_aside(v) -> list:
@@ -830,8 +847,7 @@ def _pieces_decided(test, resolved=None, runs=_seed0):
                   f"({'past' if left else 'not past'} the plateau: below 0.9 x ridge); the lesser run"
                   f"{', ' + tag(lesser) if tag(lesser) else ''} at {done:,} of {total:,} steps ({100 * done / total:.0f}%)")
         if done < total:
-            reason += (": unfinished, the check already holds" if holds
-                       else ": unfinished, and what does not hold yet may still come: only the last step can refute it")
+            reason += _unfinished(holds)
         ok = left and (done >= total or holds)
         if resolved is not None:
             extra = resolved(v)
@@ -876,7 +892,7 @@ def _gap_over_seeds(seeds: list, what: str, key) -> Gate:
     (``key(h)``: the record's key) beyond two standard errors over the seeds."""
     vals = {h: [x[key(h)] for x in seeds] for h in (1, 4)}
     mean = {h: float(np.mean(x)) for h, x in vals.items()}
-    se = {h: float(np.std(x, ddof=1) / math.sqrt(len(x))) for h, x in vals.items()}
+    se = {h: float(_se_over_seeds(x)) for h, x in vals.items()}
     return _beyond_2se(f"{what}, mean over {len(seeds)} seeds", mean[1] - mean[4], se[1], se[4], kind="SE over seeds")
 
 
@@ -916,7 +932,7 @@ def _fig1c_seeds(v) -> list:
     counts here), each with its layer gap."""
     total = v["paper_pieces_steps_total"]
     return [x for x in v.get("paper_pieces_seeds", []) if "fig1c_gap" in x and
-            (x["seed"] == 0 or (x["step_h4"] >= total and x["h4"] < 0.9 * x["ridge"]))]
+            (x["seed"] == 0 or (x["step_h4"] >= total and _model_past_plateau(x, "h4")))]
 
 
 def _fig1c_pieces_resolved(v):
@@ -936,7 +952,7 @@ def _fig1c_pieces_resolved(v):
     each = ", ".join(f"seed {x['seed']} {x['fig1c_gap']:+.3f} (2 bootstrap SE {2 * x['fig1c_gap_se']:.3f})"
                      for x in seeds)
     over = _beyond_2se(f"that gap per seed {each}; mean over {len(seeds)} seeds", float(np.mean(gaps)),
-                       float(np.std(gaps, ddof=1) / math.sqrt(len(gaps))), 0.0, kind="SE over seeds")
+                       float(_se_over_seeds(gaps)), 0.0, kind="SE over seeds")
     return Gate(first.ok and over.ok, f"{first.reason}; {over.reason}")
 
 
@@ -959,29 +975,25 @@ def _fig1d_seeds(v) -> list:
     return [x for x in v["pieces_fig1d_seeds"] if x["seed"] in keep]
 
 
-def _fig1d_layers(seeds: list) -> dict:
-    """Per block (the read-in, the same input for every model, left out) the mean over ``seeds``
-    of each seed's margin, half the 1-head model's probe gap to the original 4-head one less the
-    pruned model's distance to the original (positive: the pruned model is closer to the original
-    than to the 1-head model; the mid claim's criterion), and of the 1-head minus pruned gap, with
-    their standard errors over the seeds (0 with one seed): {"margin", "margin_se", "gap",
-    "gap_se"} -> (L,)."""
+def _fig1d_layers(seeds: list) -> tuple:
+    """Per seed and block (the read-in, the same input for every model, left out) the margin, half
+    the 1-head model's probe gap to the original 4-head one less the pruned model's distance to the
+    original (positive: the pruned model is closer to the original than to the 1-head model; the
+    mid claim's criterion), and the 1-head minus pruned gap: two (seeds, L) arrays."""
     P, O, S = (np.array([x[k] for x in seeds])[:, 1:] for k in ("pruned", "h4", "h1"))
-    margin, gap = 0.5 * (S - O) - np.abs(P - O), S - P
-    se = (lambda a: a.std(0, ddof=1) / math.sqrt(len(a))) if len(seeds) > 1 else (lambda a: np.zeros(a.shape[1]))
-    return {"margin": margin.mean(0), "margin_se": se(margin), "gap": gap.mean(0), "gap_se": se(gap)}
+    return 0.5 * (S - O) - np.abs(P - O), S - P
 
 
 def _fig1d_pieces_test(v):
     seeds = _fig1d_seeds(v) or v["pieces_fig1d_seeds"]
-    r = _fig1d_layers(seeds)
+    margin, gap = (a.mean(0) for a in _fig1d_layers(seeds))
     over = f"mean over {len(seeds)} seeds" if len(seeds) > 1 else f"seed {seeds[0]['seed']}"
     last = {k: float(np.mean([x[k][-1] for x in seeds])) for k in ("pruned", "h4", "h1")}
-    return Check(bool((r["margin"] > 0).all() and (r["gap"] > 0).all()),
+    return Check(bool((margin > 0).all() and (gap > 0).all()),
                  f"probe excess risk after the last block: pruned {last['pruned']:.3f}, original h = 4 "
                  f"{last['h4']:.3f}, h = 1 {last['h1']:.3f}; per block, half the 1-head gap minus the pruned "
-                 f"distance {[round(float(x), 3) for x in r['margin']]}, h = 1 minus pruned "
-                 f"{[round(float(x), 3) for x in r['gap']]} ({over})")
+                 f"distance {[round(float(x), 3) for x in margin]}, h = 1 minus pruned "
+                 f"{[round(float(x), 3) for x in gap]} ({over})")
 
 
 def _fig1d_pieces_gate(v):
@@ -1007,17 +1019,16 @@ def _fig1d_pieces_gate(v):
     holds = _fig1d_pieces_test(v).holds
     done = lesser["step"] >= lesser["steps_total"] and not unfinished
     if not done:
-        reason += (": unfinished, the check already holds" if holds
-                   else ": unfinished, and what does not hold yet may still come: only the last step can refute it")
+        reason += _unfinished(holds)
     if len(seeds) < 2:
         return Gate(False, reason + "; 1 seed: the pruned, original and 1-head models of one seed, no seed spread to "
                                     "measure them against (a second seed's pruned run is needed)")
-    r = _fig1d_layers(seeds)
-    k, q = int(np.argmin(r["margin"])), int(np.argmin(r["gap"]))
-    a = _beyond_2se(f"margin at block {k + 1}, mean over {len(seeds)} seeds", float(r["margin"][k]),
-                    float(r["margin_se"][k]), 0.0, kind="SE over seeds")
-    b = _beyond_2se(f"h = 1 minus pruned at block {q + 1}, mean over {len(seeds)} seeds", float(r["gap"][q]),
-                    float(r["gap_se"][q]), 0.0, kind="SE over seeds")
+    margin, gap = _fig1d_layers(seeds)
+    k, q = int(np.argmin(margin.mean(0))), int(np.argmin(gap.mean(0)))
+    a = _beyond_2se(f"margin at block {k + 1}, mean over {len(seeds)} seeds", float(margin[:, k].mean()),
+                    float(_se_over_seeds(margin[:, k])), 0.0, kind="SE over seeds")
+    b = _beyond_2se(f"h = 1 minus pruned at block {q + 1}, mean over {len(seeds)} seeds", float(gap[:, q].mean()),
+                    float(_se_over_seeds(gap[:, q])), 0.0, kind="SE over seeds")
     return Gate((done or holds) and a.ok and b.ok, f"{reason}; {a.reason}; {b.reason}")
 
 
