@@ -168,6 +168,12 @@ def test_the_page_prose_describes_the_committed_state():
         runs = by_seed[int(seed)]
         assert (int(h4.replace(",", "")), int(h1.replace(",", ""))) == (runs[4]["step"], runs[1]["step"]), \
             f"book/chen/experiments.md describes another state of seed {seed} than the committed pieces: update its prose"
+    from icl_core.recipes.chen import load_pruned_runs
+    pruned = load_pruned_runs()[0]
+    said = re.findall(r"pruned fine-tune\s+has\s+run\s+([\d,]+)\s+of", page)
+    if pruned is not None:                      # Fig. 1d's seed-0 fine-tune: its prose names its step
+        assert said and all(int(x.replace(",", "")) == pruned["step"] for x in said), \
+            "book/chen/experiments.md describes another state of the pruned fine-tune than the committed one"
 
 
 _STARTED_SEEDS = (0, 1, 2)    # training seeds whose paper-scale runs are committed: each must stay so
@@ -176,10 +182,13 @@ _STARTED_SEEDS = (0, 1, 2)    # training seeds whose paper-scale runs are commit
 def _paper_runs_to_check():
     """The name of every registered paper-scale run that must be committed: those of
     :data:`_STARTED_SEEDS`, and of any other seed once its first piece is (a registered seed may not
-    have started yet)."""
+    have started yet); then Fig. 1d's pruned fine-tunes, once their first piece is committed."""
     from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
-    return [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)
-            if seed in _STARTED_SEEDS or (Path("results/chen.train") / paper_run_name(h, seed)).exists()]
+    started = lambda name: (Path("results/chen.train") / name).exists()
+    runs = [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)
+            if seed in _STARTED_SEEDS or started(paper_run_name(h, seed))]
+    pruned = [paper_run_name(4, seed) + "-pruned" for seed in PAPER_SEEDS]
+    return runs + [name for name in pruned if started(name)]
 
 
 def test_the_run_notes_describe_every_committed_piece():
