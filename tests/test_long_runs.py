@@ -177,18 +177,21 @@ def test_the_page_prose_describes_the_committed_state():
 
 
 _STARTED_SEEDS = (0, 1, 2)    # training seeds whose paper-scale runs are committed: each must stay so
+_STARTED_PRUNED = (0,)        # training seeds whose pruned fine-tune (Fig. 1d) is committed: the same
 
 
 def _paper_runs_to_check():
     """The name of every registered paper-scale run that must be committed: those of
     :data:`_STARTED_SEEDS`, and of any other seed once its first piece is (a registered seed may not
-    have started yet); then Fig. 1d's pruned fine-tunes, once their first piece is committed."""
+    have started yet); then Fig. 1d's pruned fine-tunes of :data:`_STARTED_PRUNED` and of any other
+    seed once its first piece is committed."""
     from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
     started = lambda name: (Path("results/chen.train") / name).exists()
     runs = [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)
             if seed in _STARTED_SEEDS or started(paper_run_name(h, seed))]
-    pruned = [paper_run_name(4, seed) + "-pruned" for seed in PAPER_SEEDS]
-    return runs + [name for name in pruned if started(name)]
+    pruned = [paper_run_name(4, seed) + "-pruned" for seed in PAPER_SEEDS
+              if seed in _STARTED_PRUNED or started(paper_run_name(4, seed) + "-pruned")]
+    return runs + pruned
 
 
 def test_the_run_notes_describe_every_committed_piece():
