@@ -185,12 +185,11 @@ def _paper_runs_to_check():
     :data:`_STARTED_SEEDS`, and of any other seed once its first piece is (a registered seed may not
     have started yet); then Fig. 1d's pruned fine-tunes of :data:`_STARTED_PRUNED` and of any other
     seed once its first piece is committed."""
-    from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name
+    from icl_core.recipes.chen import PAPER_SEEDS, paper_run_name, pruned_run_name
     started = lambda name: (Path("results/chen.train") / name).exists()
     runs = [paper_run_name(h, seed) for seed in PAPER_SEEDS for h in (1, 4)
             if seed in _STARTED_SEEDS or started(paper_run_name(h, seed))]
-    pruned = [paper_run_name(4, seed) + "-pruned" for seed in PAPER_SEEDS
-              if seed in _STARTED_PRUNED or started(paper_run_name(4, seed) + "-pruned")]
+    pruned = [pruned_run_name(seed) for seed in PAPER_SEEDS if seed in _STARTED_PRUNED or started(pruned_run_name(seed))]
     return runs + pruned
 
 

@@ -285,6 +285,12 @@ def paper_run_name(h: int, seed: int) -> str:
     return f"paper-h{h}-L4{PAPER_SEEDS[seed]}"
 
 
+def pruned_run_name(seed: int) -> str:
+    """Fig. 1d's pruned fine-tune of training ``seed``'s 4-head encoder (:func:`paper_run_name`):
+    ``paper-h4-L4<suffix>-pruned``, under ``chen.train``."""
+    return paper_run_name(4, seed) + "-pruned"
+
+
 def _piece_build(h):
     def build(cfg):
         models, tasks = [], []
@@ -421,7 +427,7 @@ for _h in (1, 4):
 for _seed in PAPER_SEEDS:
     _source = paper_run_name(4, _seed)
     register_long_run(LongRun(
-        f"chen.train.{_source}-pruned", dict(PAPER_PIECES, seed=_seed, steps=60000, source=_source,
+        f"chen.train.{pruned_run_name(_seed)}", dict(PAPER_PIECES, seed=_seed, steps=60000, source=_source,
                                              source_folder=None),
         _pruned_build, _piece_evaluate(4, pruned=True), _piece_names(4, pruned=True),
         description=f"Fig. 1d's pruned transformer: chen.train.{_source} once finished, all heads of layer 1 and "
@@ -729,7 +735,7 @@ def load_pruned_runs() -> dict:
     ``chen.train/paper-h4-L4<suffix>-pruned``, or None where nothing is committed."""
     from ..committed import find
     from ..long_runs import load_state
-    return {seed: load_state(find("chen.train", paper_run_name(4, seed) + "-pruned",
+    return {seed: load_state(find("chen.train", pruned_run_name(seed),
                                   files=("state.pt", "progress.json"))) for seed in PAPER_SEEDS}
 
 
