@@ -169,11 +169,12 @@ def test_the_page_prose_describes_the_committed_state():
         assert (int(h4.replace(",", "")), int(h1.replace(",", ""))) == (runs[4]["step"], runs[1]["step"]), \
             f"book/chen/experiments.md describes another state of seed {seed} than the committed pieces: update its prose"
     from icl_core.recipes.chen import load_pruned_runs
-    pruned = load_pruned_runs()[0]
-    said = re.findall(r"pruned fine-tune\s+has\s+run\s+([\d,]+)\s+of", page)
-    if pruned is not None:                      # Fig. 1d's seed-0 fine-tune: its prose names its step
-        assert said and all(int(x.replace(",", "")) == pruned["step"] for x in said), \
-            "book/chen/experiments.md describes another state of the pruned fine-tune than the committed one"
+    said = re.findall(r"(?:seed\s+(\d)'s\s+)?pruned\s+fine-tune\s+has\s+run\s+([\d,]+)\s+of", page)
+    for seed, pruned in load_pruned_runs().items():   # Fig. 1d's fine-tunes: the prose names each one's step
+        steps = [int(x.replace(",", "")) for s, x in said if int(s or 0) == seed]   # "The pruned ...": seed 0's
+        if pruned is not None:
+            assert steps and all(x == pruned["step"] for x in steps), \
+                f"book/chen/experiments.md describes another state of seed {seed}'s pruned fine-tune than the committed one"
 
 
 _STARTED_SEEDS = (0, 1, 2)    # training seeds whose paper-scale runs are committed: each must stay so
