@@ -275,8 +275,9 @@ PAPER_PIECES = dict(d=16, s=4, d_model=256, L=4, noise_stds=[0.1], steps=320000,
                     lasso_iters=2000, seed=0)
 # training seed -> suffix of its runs' names (chen.train.paper-h{h}-L4<suffix>). Seed 2 was added when seed 1's
 # h = 1 run finished the paper's 320,000 steps on the ridge plateau (see _set_aside): Figs. 1b and 2b need two
-# seeds whose runs are past it
-PAPER_SEEDS = {0: "", 1: "-seed1", 2: "-seed2"}
+# seeds whose runs are past it. Seed 3 was added when seed 2's runs finished with Fig. 2b's gap within two standard
+# errors over seeds 0 and 2 (0.67 and about 0.1): two seeds cannot decide it, a third may
+PAPER_SEEDS = {0: "", 1: "-seed1", 2: "-seed2", 3: "-seed3"}
 
 
 def paper_run_name(h: int, seed: int) -> str:
@@ -416,6 +417,10 @@ for _h in (1, 4):
             (paper_run_name(_h, 2), dict(PAPER_PIECES, seed=2),
              f"the same encoder (h={_h}, L=4) from a third seed, trained because seed 1's h = 1 model finished the "
              "paper's 320,000 steps on the ridge plateau: Figs. 1b and 2b need two seeds past it"),
+            (paper_run_name(_h, 3), dict(PAPER_PIECES, seed=3),
+             f"the same encoder (h={_h}, L=4) from a fourth seed, trained because Fig. 2b's gap over seeds 0 and 2 "
+             "stayed within two standard errors over the seeds once their runs finished: a third seed past the "
+             "plateau may decide it"),
             (f"probe-h{_h}-L4-w64", PROBE_PIECES,
              f"CPU probe: the Fig. 1 encoder (h={_h}, L=4) at width 64, Adam 1e-3 constant, clipped at 1, batch 64, "
              "sigma=0.1: does a constant learning rate leave the ridge plateau?"),
