@@ -3,7 +3,10 @@
 arrays) rather than a recipe result, since one set of trained models feeds several figures."""
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
+
 import numpy as np
 
 from ..long_runs import machine_kinds
@@ -195,5 +198,6 @@ def paper_pieces(pieces: dict, what: str = "paper-scale encoders, L = 4", where:
         steps = ", ".join(f"{st['step']:,} of {st['progress']['pieces'][-1]['steps_total']:,} ({name[h]})"
                           for h, st in pieces.items())
         ax.set_title(f"{what}: steps {steps}", fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(ax.get_title(), 95)), fontsize=9)   # many runs: wrap, keep the axes' width
     ax.legend(); fig.tight_layout()
     return fig
