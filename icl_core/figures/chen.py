@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 
 import matplotlib.pyplot as plt
-
 import numpy as np
 
 from ..long_runs import machine_kinds
@@ -193,11 +192,11 @@ def paper_pieces(pieces: dict, what: str = "paper-scale encoders, L = 4", where:
     totals = {st["progress"]["pieces"][-1]["steps_total"] for st in pieces.values()}
     if len(totals) == 1:
         steps = ", ".join(f"{st['step']:,} ({name[h]})" for h, st in pieces.items())
-        ax.set_title(f"{what}: {steps} of {totals.pop():,} steps", fontsize=9)
+        title = f"{what}: {steps} of {totals.pop():,} steps"
     else:
         steps = ", ".join(f"{st['step']:,} of {st['progress']['pieces'][-1]['steps_total']:,} ({name[h]})"
                           for h, st in pieces.items())
-        ax.set_title(f"{what}: steps {steps}", fontsize=9)
-    ax.set_title("\n".join(textwrap.wrap(ax.get_title(), 95)), fontsize=9)   # many runs: wrap, keep the axes' width
+        title = f"{what}: steps {steps}"
+    ax.set_title("\n".join(textwrap.wrap(title, 95)), fontsize=9)   # many runs: wrapped, so the figure keeps its width
     ax.legend(); fig.tight_layout()
     return fig
