@@ -473,6 +473,13 @@ def test_fig1d_pieces_compare_pruned_original_and_one_head_at_every_block_over_s
     far = run(_fig1d_values(pruned_last=(0.86, 0.87)))                                 # at the 1-head model's level
     assert far["verdict"] == DIFFERS and "margin at block 4" in far["gate"]
     assert run(_fig1d_values(pruned_last=(0.86, 0.87), steps=(30_000, 60_000)))["verdict"] == INCONCLUSIVE
+    # a claim of two parts fails with one: the margin below zero beyond the spread, the 1-head part within it
+    one_part = run(_fig1d_values(pruned_last=(0.85, 0.91)))
+    assert one_part["verdict"] == DIFFERS and "the margin below zero beyond the seed spread" in one_part["gate"]
+    assert "h = 1 minus pruned at block 4, mean over 2 seeds +0.000 (within" in one_part["gate"]
+    assert run(_fig1d_values(pruned_last=(0.85, 0.91), steps=(30_000, 60_000)))["verdict"] == INCONCLUSIVE
+    loose = run(_fig1d_values(pruned_last=(0.74, 0.88)))                               # failing, within the spread
+    assert loose["verdict"] == INCONCLUSIVE and "refutes" not in loose["gate"]
     early = run(_fig1d_values(steps=(30_000, 60_000)))                                 # the pattern already there
     assert early["verdict"] == MODIFIED and "the check already holds" in early["gate"]
     one = _fig1d_values()

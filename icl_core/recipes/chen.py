@@ -1009,9 +1009,13 @@ def _fig1d_pieces_test(v):
 
 def _fig1d_pieces_gate(v):
     """Decided over :func:`_fig1d_seeds` once every one's runs (sources and pruned fine-tune) have
-    finished, or earlier where the check already holds; at the block where each is smallest, the
-    margin and the 1-head model's gap to the pruned one beyond two standard errors over the seeds
-    (both compare trained models, so with one seed it neither confirms nor refutes)."""
+    finished, or earlier where the check already holds. Both parts are read at the block where each
+    is smallest: the margin and the 1-head model's gap to the pruned one. Both compare trained
+    models, so with one seed it neither confirms nor refutes. The claim has two parts ("almost the
+    same" as the original, "better" than one head), at every block. Confirming it needs both parts
+    positive beyond two standard errors over the seeds. Refuting it (finished runs only) needs one
+    part negative beyond them; the other part may be either way, since a claim fails with either
+    of its parts."""
     seeds = _fig1d_seeds(v)
     if not seeds:
         return Gate(False, "no committed pruned run of a seed past the plateau (Figs. 1b and 2b's seeds)")
@@ -1040,7 +1044,13 @@ def _fig1d_pieces_gate(v):
                     float(_se_over_seeds(margin[:, k])), 0.0, kind="SE over seeds")
     b = _beyond_2se(f"h = 1 minus pruned at block {q + 1}, mean over {len(seeds)} seeds", float(gap[:, q].mean()),
                     float(_se_over_seeds(gap[:, q])), 0.0, kind="SE over seeds")
-    return Gate((done or holds) and a.ok and b.ok, f"{reason}; {a.reason}; {b.reason}")
+    if holds:
+        return Gate(a.ok and b.ok, f"{reason}; {a.reason}; {b.reason}")
+    failed = [name for name, x, g in (("the margin", a, margin[:, k]), ("h = 1 minus pruned", b, gap[:, q]))
+              if g.mean() <= 0 and x.ok]
+    why = (f"; {' and '.join(failed)} below zero beyond the seed spread refutes the claim whatever the other part"
+           if done and failed else "")
+    return Gate(done and bool(failed), f"{reason}; {a.reason}; {b.reason}{why}")
 
 
 _PIECES_RUNS = ("sigma = 0.1 only, L = 4, h in {1, 4}; Adam's first moment restarts at each piece, on a GPU or a "
