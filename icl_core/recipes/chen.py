@@ -1009,13 +1009,12 @@ def _fig1d_pieces_test(v):
 
 def _fig1d_pieces_gate(v):
     """Decided over :func:`_fig1d_seeds` once every one's runs (sources and pruned fine-tune) have
-    finished, or earlier where the check already holds. Both parts are read at the block where each
-    is smallest: the margin and the 1-head model's gap to the pruned one. Both compare trained
-    models, so with one seed it neither confirms nor refutes. The claim has two parts ("almost the
-    same" as the original, "better" than one head), at every block. Confirming it needs both parts
+    finished, or earlier where the check already holds. The claim has two parts, at every block:
+    "almost the same" as the original (the margin) and "better" than one head (the 1-head model's
+    gap to the pruned one), each read at the block where it is smallest. Both compare trained
+    models, so with one seed it neither confirms nor refutes. Confirming it needs both parts
     positive beyond two standard errors over the seeds. Refuting it (finished runs only) needs one
-    part negative beyond them; the other part may be either way, since a claim fails with either
-    of its parts."""
+    part negative beyond them, whatever the other, since a claim fails with either of its parts."""
     seeds = _fig1d_seeds(v)
     if not seeds:
         return Gate(False, "no committed pruned run of a seed past the plateau (Figs. 1b and 2b's seeds)")
