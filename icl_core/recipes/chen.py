@@ -1039,14 +1039,14 @@ def _fig1d_pieces_gate(v):
                                     "measure them against (a second seed's pruned run is needed)")
     margin, gap = _fig1d_layers(seeds)
     k, q = int(np.argmin(margin.mean(0))), int(np.argmin(gap.mean(0)))
-    a = _beyond_2se(f"margin at block {k + 1}, mean over {len(seeds)} seeds", float(margin[:, k].mean()),
+    mean_a, mean_b = float(margin[:, k].mean()), float(gap[:, q].mean())
+    a = _beyond_2se(f"margin at block {k + 1}, mean over {len(seeds)} seeds", mean_a,
                     float(_se_over_seeds(margin[:, k])), 0.0, kind="SE over seeds")
-    b = _beyond_2se(f"h = 1 minus pruned at block {q + 1}, mean over {len(seeds)} seeds", float(gap[:, q].mean()),
+    b = _beyond_2se(f"h = 1 minus pruned at block {q + 1}, mean over {len(seeds)} seeds", mean_b,
                     float(_se_over_seeds(gap[:, q])), 0.0, kind="SE over seeds")
     if holds:
         return Gate(a.ok and b.ok, f"{reason}; {a.reason}; {b.reason}")
-    failed = [name for name, x, g in (("the margin", a, margin[:, k]), ("h = 1 minus pruned", b, gap[:, q]))
-              if g.mean() <= 0 and x.ok]
+    failed = [name for name, x, m in (("the margin", a, mean_a), ("h = 1 minus pruned", b, mean_b)) if m <= 0 and x.ok]
     why = (f"; {' and '.join(failed)} below zero beyond the seed spread refutes the claim whatever the other part"
            if done and failed else "")
     return Gate(done and bool(failed), f"{reason}; {a.reason}; {b.reason}{why}")
