@@ -182,6 +182,33 @@ def load_state(folder: str | Path) -> dict | None:
     return {"step": meta["step"], "losses": meta["losses"].numpy(), "progress": progress}
 
 
+def largest_loss_rise(losses, window: int = 1000) -> dict:
+    """The largest rise of a run's training loss, smoothed over ``window`` updates, above its lowest
+    earlier value: how a loss spike is told from the noise of single steps.
+
+    ``losses``: (steps,) the training loss of every update, in order (``losses[i]`` is update
+    ``i + 1``'s; :func:`load_state` gives ``(steps, K)``, one column per model). With
+    ``m_t = mean(losses[t - window + 1 .. t])`` (the window of ``window`` updates ending at update
+    ``t``), the rise at ``t`` is ``m_t - min_{u <= t} m_u``. Returns ``{"rise"`` (the largest rise),
+    ``"lowest"`` (the lowest window mean before it), ``"peak"`` (the window mean at it),
+    ``"start"`` (the first update of that window, 1-based), ``"now"`` (the mean of the last
+    ``window`` updates), ``"steps"``, ``"window"}``; a loss that never rises has ``rise`` 0 at the first window.
+    """
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 1:
+        raise ValueError(f"losses must be one run's (steps,) losses, got shape {losses.shape}")
+    if not 1 <= window <= len(losses):
+        raise ValueError(f"window must be between 1 and the number of steps ({len(losses)}), got {window}")
+    if not np.isfinite(losses).all():
+        raise ValueError("losses must be finite")
+    c = np.concatenate([[0.0], np.cumsum(losses)])
+    means = (c[window:] - c[:-window]) / window          # means[j]: updates j + 1 .. j + window
+    lowest = np.minimum.accumulate(means)
+    j = int(np.argmax(means - lowest))
+    return {"rise": float(means[j] - lowest[j]), "lowest": float(lowest[j]), "peak": float(means[j]),
+            "start": j + 1, "now": float(means[-1]), "steps": len(losses), "window": window}
+
+
 def machine_kinds(pieces: list[dict]) -> str:
     """The machine kinds ``pieces`` (``progress.json``'s list) were trained on, in order of first
     use and in words: "GPU", "CPU", "GPU and CPU" (from each piece's ``provenance.device``)."""

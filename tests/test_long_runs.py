@@ -10,7 +10,7 @@ import torch
 from icl_core import LinearRegression, Transformer, train
 from icl_core.__main__ import main
 from icl_core.long_runs import (committed_summary, continue_run, default_folder, expand_compact, export_compact,
-                              get_long_run, load_models, load_state, machine_kinds)
+                              get_long_run, largest_loss_rise, load_models, load_state, machine_kinds)
 from icl_core.checkpoints import load_checkpoint
 
 TINY = dict(d_model=16, steps=20, eval_prompts=64, lasso_iters=20, lasso_alphas=[0.01],
@@ -175,6 +175,50 @@ def test_the_page_prose_describes_the_committed_state():
         if pruned is not None:
             assert steps and all(x == pruned["step"] for x in steps), \
                 f"book/chen/experiments.md describes another state of seed {seed}'s pruned fine-tune than the committed one"
+
+
+def test_largest_loss_rise_finds_a_spike_above_the_lowest_earlier_mean_and_not_noise():
+    """A decreasing loss with one spike: the rise is measured from the lowest earlier window mean,
+    where the peak window starts is reported 1-based, and a loss that only falls never rises."""
+    falling = np.linspace(2.0, 1.0, 50)
+    r = largest_loss_rise(falling, window=5)
+    assert r["rise"] == 0.0 and r["start"] == 1 and r["now"] == pytest.approx(falling[-5:].mean())
+    spiked = falling.copy()
+    spiked[30:35] += 3.0                          # updates 31..35
+    r = largest_loss_rise(spiked, window=5)
+    assert r["start"] == 31 and r["steps"] == 50 and r["window"] == 5
+    assert r["lowest"] == pytest.approx(falling[25:30].mean())        # the window just before it
+    assert r["peak"] == pytest.approx(falling[30:35].mean() + 3.0)
+    assert r["rise"] == pytest.approx(r["peak"] - r["lowest"]) and r["rise"] > 2.8
+    assert largest_loss_rise(spiked, window=1)["start"] == 31         # one update: the spike's first
+    for bad, kwargs in ((spiked, {"window": 0}), (spiked, {"window": 51}), (np.ones((5, 2)), {}),
+                        (np.r_[1.0, np.nan, 1.0], {"window": 1})):
+        with pytest.raises(ValueError, match="window|losses"):
+            largest_loss_rise(bad, **kwargs)
+
+
+def test_the_page_states_the_loss_spike_the_committed_losses_show():
+    """The Chen page's prose on seed 3's loss spike, and the other runs' largest rise, are the numbers
+    :func:`paper_loss_rises` computes from the committed per-update losses, for the committed step."""
+    from icl_core.recipes.chen import load_paper_runs, load_pruned_runs, paper_loss_rises
+    rises = paper_loss_rises(load_paper_runs(), load_pruned_runs())
+    spiked = max(rises, key=lambda name: rises[name]["rise"])
+    r, others = rises[spiked], [x["rise"] for name, x in rises.items() if name != spiked]
+    page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
+    said = re.search(r"training loss \(mean over 1,000 updates\) rose from its lowest, ([\d.]+), to ([\d.]+) over "
+                     r"the 1,000 updates from update ([\d,]+),.*? and was ([\d.]+) over the last 1,000 to step ([\d,]+); "
+                     r"none of the other (\w+) committed paper-scale runs \(pruned ones included\) ever rose more "
+                     r"than ([\d.]+) above", page)
+    assert said, "the page no longer states the loss spike in the form this test reads"
+    assert r["window"] == 1000
+    assert (said[1], said[2], said[4]) == (f"{r['lowest']:.2f}", f"{r['peak']:.2f}", f"{r['now']:.2f}"), \
+        "book/chen/experiments.md states another loss spike than the committed losses show"
+    assert (int(said[3].replace(",", "")), int(said[5].replace(",", ""))) == (r["start"], r["steps"])
+    words = "one two three four five six seven eight nine ten eleven twelve".split()
+    assert said[6] == words[len(others) - 1], "the page counts the other committed runs wrongly"
+    assert max(others) <= float(said[7]) < max(others) + 0.01, "the other runs' largest rise is stated wrongly"
+    for start in re.findall(r"loss spike from update ([\d,]+)", page):   # every mention, so none is left behind
+        assert int(start.replace(",", "")) == r["start"]
 
 
 _STARTED_SEEDS = (0, 1, 2, 3) # training seeds whose paper-scale runs are committed: each must stay so

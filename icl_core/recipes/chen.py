@@ -735,6 +735,26 @@ def pieces_records(pieces: dict) -> dict:
             "pieces_pprobe_se": {k: se for k, (_, _, se) in curves.items()}}
 
 
+def paper_loss_rises(runs: dict, pruned: dict, window: int = 1000) -> dict:
+    """The largest training-loss rise (:func:`long_runs.largest_loss_rise`, smoothed over ``window``
+    updates) of every committed paper-scale run: ``runs`` as :func:`load_paper_runs`, ``pruned`` as
+    :func:`load_pruned_runs`. Returns run name -> rise record, the Fig. 1b runs first."""
+    from ..long_runs import largest_loss_rise
+    states = {paper_run_name(h, seed): st for seed, by_h in runs.items() for h, st in by_h.items()}
+    states.update({pruned_run_name(seed): st for seed, st in pruned.items()})
+    return {name: largest_loss_rise(st["losses"][:, 0], window) for name, st in states.items() if st is not None}
+
+
+def paper_loss_rise_lines(rises: dict) -> list[str]:
+    """One line per run of :func:`paper_loss_rises`: the largest rise of its training loss (mean over
+    the record's window of updates), from the lowest before it to the peak, the peak window's first
+    update, and the mean over its last window."""
+    return [f"{name}: training loss (mean over {r['window']:,} updates) rose at most {r['rise']:.3f}, "
+            f"from {r['lowest']:.3f} to {r['peak']:.3f} (the {r['window']:,} updates from update {r['start']:,}); "
+            f"{r['now']:.3f} over the last {r['window']:,} (to step {r['steps']:,})"
+            for name, r in rises.items()]
+
+
 def load_pruned_runs() -> dict:
     """Fig. 1d's committed pruned fine-tunes: training seed -> :func:`long_runs.load_state` of
     ``chen.train/paper-h4-L4<suffix>-pruned``, or None where nothing is committed."""
