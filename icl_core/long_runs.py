@@ -190,9 +190,9 @@ def largest_loss_rise(losses, window: int = 1000) -> dict:
     ``i + 1``'s; :func:`load_state` gives ``(steps, K)``, one column per model). With
     ``m_t = mean(losses[t - window + 1 .. t])`` (the window of ``window`` updates ending at update
     ``t``), the rise at ``t`` is ``m_t - min_{u <= t} m_u``. Returns ``{"rise"`` (the largest rise),
-    ``"lowest"`` (the lowest window mean before it), ``"peak"`` (the window mean at it),
-    ``"start"`` (the first update of that window, 1-based), ``"now"`` (the mean of the last
-    ``window`` updates), ``"steps"``, ``"window"}``; a loss that never rises has ``rise`` 0 at the first window.
+    ``"lowest"`` (the lowest window mean up to it), ``"peak"`` (the window mean at it), ``"start"``
+    (the first update of that window, 1-based), ``"now"`` (the mean of the last ``window``
+    updates), ``"steps"``, ``"window"}``; a loss that never rises has ``rise`` 0 at the first window.
     """
     losses = np.asarray(losses, dtype=np.float64)
     if losses.ndim != 1:
