@@ -252,16 +252,20 @@ def test_bias_variance_path_splits_the_estimate_exactly():
 
 
 def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.25, 0.6, 0.7, 0.8),
-                   lows=(1.6, 2.0), se=0.05, seed_risks=None, seed_steps=None, seed_lows=None, seed_gaps=None):
+                   lows=(1.6, 2.0), se=0.05, seed_risks=None, seed_steps=None, seed_lows=None, seed_gaps=None,
+                   seed_run_steps=None):
     """Records as the page makes them from the paper-scale pieces (``paper_pieces_values``,
     ``pieces_records``); ``seed_risks``: (h = 1 risks, h = 4 risks), one per seed, when more than
     one seed is trained; ``seed_steps``: each seed's step (default, or None: ``step``); ``seed_lows``:
     (h = 4 lowest P-probe points, h = 1 ones), one per seed (default: every seed at ``lows``);
-    ``seed_gaps``: each seed's Fig. 1c layer gap (default: every seed at ``dominance_``'s)."""
+    ``seed_gaps``: each seed's Fig. 1c layer gap (default: every seed at ``dominance_``'s);
+    ``seed_run_steps``: each seed's (h = 1 run's, h = 4 run's) steps, where they differ (the
+    seed's step is then the lesser)."""
     curve = lambda lo: [3.0] + [lo] * 100
     W = np.array([[d] + [(1 - d) / 3] * 3 for d in dominance_])
     n_seeds = len(seed_risks[0]) if seed_risks else 0
     steps = [step if n is None else n for n in (seed_steps or [None] * n_seeds)]
+    run_steps = seed_run_steps or [(n, n) for n in steps]
     gaps = seed_gaps or [fig1c_gap(dominance(W), [se] * 4)[1]] * n_seeds
     return {"paper_pieces_step": step, "paper_pieces_steps_total": 320_000,
             "paper_pieces_risk": {"h1": risks[0], "h4": risks[1]}, "paper_pieces_ridge": ridge,
@@ -272,11 +276,12 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
             "pieces_pprobe": {"h=1": curve(lows[1]), "h=4": curve(lows[0]), "raw x": curve(1.5),
                               "Algorithm 1 (ideal)": curve(0.1)},
             "pieces_pprobe_se": {"h=1": se, "h=4": se, "raw x": se, "Algorithm 1 (ideal)": se},
-            **({"paper_pieces_seeds": [{"seed": k, "step": n, "h1": r1, "h4": r4, "ridge": ridge,
+            **({"paper_pieces_seeds": [{"seed": k, "step": min(ns), "steps": {"h1": ns[0], "h4": ns[1]},
+                                        "h1": r1, "h4": r4, "ridge": ridge,
                                         "pprobe_h1": l1, "pprobe_h4": l4, "pprobe_mean_h1": np.mean(curve(l1)),
-                                        "pprobe_mean_h4": np.mean(curve(l4)), "step_h4": n, "fig1c_gap": g,
-                                        "fig1c_gap_se": se * np.sqrt(2)} for k, (r1, r4, n, l4, l1, g)
-                                       in enumerate(zip(*seed_risks, steps,
+                                        "pprobe_mean_h4": np.mean(curve(l4)), "step_h4": ns[1], "fig1c_gap": g,
+                                        "fig1c_gap_se": se * np.sqrt(2)} for k, (r1, r4, ns, l4, l1, g)
+                                       in enumerate(zip(*seed_risks, run_steps,
                                                         *(seed_lows or [[x] * n_seeds for x in lows]), gaps))]}
                if seed_risks else {})}
 
@@ -392,6 +397,15 @@ def test_a_seed_that_finished_on_the_plateau_is_set_aside_and_named(claim):
     early = evaluate(c, _pieces_values(step=320_000, seed_steps=[320_000, 300_000, 320_000],
                                        seed_risks=((1.13, 1.52, 1.12), (1.04, 1.05, 1.05)), **kw), "paper")
     assert early["verdict"] == INCONCLUSIVE and "set aside" not in early["gate"] and "seed 1 at step 300,000" in early["gate"]
+    # its h = 1 run finished on the plateau while its h = 4 run goes on: set aside already, named by that run
+    h4_on = evaluate(c, _pieces_values(step=320_000, seed_run_steps=[(320_000,) * 2, (320_000, 250_000), (320_000,) * 2],
+                                       seed_risks=((1.13, 1.52, 1.12), (1.04, 1.05, 1.05)), **kw), "paper")
+    assert h4_on["verdict"] == MODIFIED and "decided over seeds 0, 2;" in h4_on["gate"], h4_on
+    assert "seed 1 set aside: finished at 320,000 steps with h1 on the ridge plateau (1.520" in h4_on["gate"]
+    # and the other way round: its h = 4 run finished past the plateau, its h = 1 run not finished: not set aside
+    h1_on = evaluate(c, _pieces_values(step=320_000, seed_run_steps=[(320_000,) * 2, (250_000, 320_000), (320_000,) * 2],
+                                       seed_risks=((1.13, 1.52, 1.12), (1.04, 1.05, 1.05)), **kw), "paper")
+    assert h1_on["verdict"] == INCONCLUSIVE and "set aside" not in h1_on["gate"] and "seed 1 at step 250,000" in h1_on["gate"]
     # every seed finished on the plateau: nothing left to decide over
     none = evaluate(c, _pieces_values(step=320_000, ridge=1.1, seed_risks=((1.13, 1.12), (1.04, 1.05)),
                                       seed_lows=((1.6, 1.65), (2.0, 2.02))), "paper")
@@ -411,14 +425,16 @@ def test_paper_pieces_values_count_a_seed_once_both_its_runs_are_committed():
     assert v == {"paper_pieces_step": 100, "paper_pieces_steps_total": 320_000,
                  "paper_pieces_risk": {"h1": 1.01, "h4": 0.99}, "paper_pieces_ridge": 1.5}
     v = paper_pieces_values({0: zero, 1: {1: state(1, 1, 50, 1.3, 1.6), 4: state(4, 1, 70, 1.2, 1.6)}})
-    assert v["paper_pieces_seeds"] == [{"seed": 0, "step": 100, "h1": 1.01, "h4": 0.99, "ridge": 1.5},
-                                       {"seed": 1, "step": 50, "h1": 1.3, "h4": 1.2, "ridge": 1.6}]
+    assert v["paper_pieces_seeds"] == [{"seed": 0, "step": 100, "steps": {"h1": 200, "h4": 100},
+                                        "h1": 1.01, "h4": 0.99, "ridge": 1.5},
+                                       {"seed": 1, "step": 50, "steps": {"h1": 50, "h4": 70},
+                                        "h1": 1.3, "h4": 1.2, "ridge": 1.6}]
     assert v["paper_pieces_step"] == 100                        # seed 0's runs: the analysed state
     assert paper_pieces_values({0: {1: None, 4: None}, 1: zero}) == {}
     probed = {1: state(1, 1, 50, 1.3, 1.6, pprobe=[3.0, 2.0, 2.5]), 4: state(4, 1, 70, 1.2, 1.6, pprobe=[3.0, 1.5])}
     v = paper_pieces_values({0: zero, 1: probed})["paper_pieces_seeds"]
     assert "pprobe_h1" not in v[0]                              # seed 0's pieces here carry no P-probing
-    assert v[1] == {"seed": 1, "step": 50, "h1": 1.3, "h4": 1.2, "ridge": 1.6, "pprobe_h1": 2.0, "pprobe_h4": 1.5,
+    assert v[1] == {"seed": 1, "step": 50, "steps": {"h1": 50, "h4": 70}, "h1": 1.3, "h4": 1.2, "ridge": 1.6, "pprobe_h1": 2.0, "pprobe_h4": 1.5,
                     "pprobe_mean_h1": 2.5, "pprobe_mean_h4": 2.25}
 
 

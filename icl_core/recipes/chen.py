@@ -676,7 +676,7 @@ def paper_pieces_values(runs: dict) -> dict:
     ``_steps_total``, ``_risk`` ({"h1", "h4"} -> excess risk at n = 10, seed 0), ``_ridge``
     (tuned ridge on the same prompts); with two or more seeds also ``paper_pieces_seeds``: per
     seed {"seed", "step" (its lesser run's), "h1", "h4", "ridge"} (each seed draws its own
-    evaluation prompts, so each has its own ridge), where both its newest pieces carry
+    evaluation prompts, so each has its own ridge; ``steps``: {"h1", "h4"} -> that run's step), where both its newest pieces carry
     P-probing (Fig. 2b) its lowest point and its mean over the GD steps, ``pprobe_h1`` /
     ``pprobe_h4`` and ``pprobe_mean_h1`` / ``pprobe_mean_h4``, and where its h = 4 run's newest
     piece carries the head assessment (Fig. 1c) ``step_h4`` (that run's step) and
@@ -688,6 +688,7 @@ def paper_pieces_values(runs: dict) -> dict:
         H = max(by_h)
         m = {h: _newest_metrics(st, h) for h, st in sorted(by_h.items())}
         seeds.append({"seed": seed, "step": min(st["step"] for st in by_h.values()),
+                      "steps": {f"h{h}": st["step"] for h, st in sorted(by_h.items())},
                       "steps_total": by_h[H]["progress"]["pieces"][-1]["steps_total"],
                       **{f"h{h}": x["risk_n10"] for h, x in m.items()}, "ridge": m[H]["ridge_n10"]})
         if all("pprobe" in x for x in m.values()):
@@ -824,14 +825,27 @@ def _se_over_seeds(a) -> np.ndarray:
     return a.std(0, ddof=1) / math.sqrt(len(a))
 
 
+def _model_step(x, model: str) -> int:
+    """The step of ``model``'s ("h1" or "h4") own run in a seed's record (the seed's lesser
+    step where the record has no per-run steps)."""
+    return x.get("steps", {}).get(model, x["step"])
+
+
+def _finished_on_plateau(x, total: int) -> list:
+    """The models ("h1", "h4") of a seed's record whose run finished the paper's ``total`` steps
+    still on the ridge plateau."""
+    return [m for m in ("h1", "h4") if _model_step(x, m) >= total and not _model_past_plateau(x, m)]
+
+
 def _set_aside(v) -> list:
-    """The seeds whose runs finished the paper's budget with a model still on the ridge plateau.
+    """The seeds with a model whose run finished the paper's budget still on the ridge plateau.
     The issue analyses a trained model only once it is past the plateau, and one that ends the
     paper's 320,000 steps on it never will be, so such a seed is set aside (the gate names it,
     with its own h = 1 vs h = 4 gap) and the next seed of :data:`PAPER_SEEDS` is trained in its
-    place. An unfinished run on the plateau is not set aside: it still fails the gate."""
+    place, without waiting for the seed's other run to finish. An unfinished run on the plateau
+    is not set aside: it still fails the gate."""
     total = v["paper_pieces_steps_total"]
-    return [x for x in _all_seeds(v) if x["step"] >= total and not _past_plateau(x)]
+    return [x for x in _all_seeds(v) if _finished_on_plateau(x, total)]
 
 
 def _seeds(v) -> list:
@@ -840,11 +854,11 @@ def _seeds(v) -> list:
     return [x for x in _all_seeds(v) if x["seed"] not in aside]
 
 
-def _set_aside_reason(x) -> str:
-    """What the gate says of a seed :func:`_set_aside` (``x``: its record)."""
-    worst = _worst_model(x)
-    return (f"seed {x['seed']} set aside: finished at {x['step']:,} steps with {worst} on the ridge plateau "
-            f"({x[worst]:.3f}, not below 0.9 x ridge {0.9 * x['ridge']:.3f}; its gap h = 1 minus h = 4 "
+def _set_aside_reason(x, total: int) -> str:
+    """What the gate says of a seed :func:`_set_aside` (``x``: its record; ``total``: the paper's steps)."""
+    m = max(_finished_on_plateau(x, total), key=x.get)             # the worse where both are
+    return (f"seed {x['seed']} set aside: finished at {_model_step(x, m):,} steps with {m} on the ridge plateau "
+            f"({x[m]:.3f}, not below 0.9 x ridge {0.9 * x['ridge']:.3f}; its gap h = 1 minus h = 4 "
             f"{x['h1'] - x['h4']:+.3f})")
 
 
@@ -861,7 +875,7 @@ def _pieces_decided(test, resolved=None, runs=_seed0):
     def gate(v):
         seeds, total = runs(v), v["paper_pieces_steps_total"]
         aside = _set_aside(v) if runs is _seeds else []
-        before = "".join(_set_aside_reason(x) + "; " for x in aside)
+        before = "".join(_set_aside_reason(x, total) + "; " for x in aside)
         if not seeds:
             return Gate(False, before + "no seed left past the plateau: the next seed must be trained")
         if aside:
