@@ -681,12 +681,12 @@ def paper_pieces_values(runs: dict) -> dict:
     seed 0 must be (else {}). Keys: ``paper_pieces_step`` (the lesser seed-0 run's step),
     ``_steps_total``, ``_risk`` ({"h1", "h4"} -> excess risk at n = 10, seed 0), ``_ridge``
     (tuned ridge on the same prompts); with two or more seeds also ``paper_pieces_seeds``: per
-    seed {"seed", "step" (its lesser run's), "h1", "h4", "ridge"} (each seed draws its own
-    evaluation prompts, so each has its own ridge; ``steps``: {"h1", "h4"} -> that run's step), where both its newest pieces carry
-    P-probing (Fig. 2b) its lowest point and its mean over the GD steps, ``pprobe_h1`` /
-    ``pprobe_h4`` and ``pprobe_mean_h1`` / ``pprobe_mean_h4``, and where its h = 4 run's newest
-    piece carries the head assessment (Fig. 1c) ``step_h4`` (that run's step) and
-    ``fig1c_gap`` / ``fig1c_gap_se`` (:func:`fig1c_gap`)."""
+    seed {"seed", "step" (its lesser run's), "steps" ({"h1", "h4"} -> that run's step), "h1",
+    "h4", "ridge"} (each seed draws its own evaluation prompts, so each has its own ridge), where
+    both its newest pieces carry P-probing (Fig. 2b) its lowest point and its mean over the GD
+    steps, ``pprobe_h1`` / ``pprobe_h4`` and ``pprobe_mean_h1`` / ``pprobe_mean_h4``, and where
+    its h = 4 run's newest piece carries the head assessment (Fig. 1c) ``step_h4`` (that run's
+    step) and ``fig1c_gap`` / ``fig1c_gap_se`` (:func:`fig1c_gap`)."""
     seeds = []
     for seed, by_h in sorted(runs.items()):
         if not by_h or not all(by_h.values()):
