@@ -279,7 +279,7 @@ def _pieces_values(step=120_000, risks=(1.04, 1.13), ridge=1.545, dominance_=(0.
             **({"paper_pieces_seeds": [{"seed": k, "step": min(ns), "steps": {"h1": ns[0], "h4": ns[1]},
                                         "h1": r1, "h4": r4, "ridge": ridge,
                                         "pprobe_h1": l1, "pprobe_h4": l4, "pprobe_mean_h1": np.mean(curve(l1)),
-                                        "pprobe_mean_h4": np.mean(curve(l4)), "step_h4": ns[1], "fig1c_gap": g,
+                                        "pprobe_mean_h4": np.mean(curve(l4)), "fig1c_gap": g,
                                         "fig1c_gap_se": se * np.sqrt(2)} for k, (r1, r4, ns, l4, l1, g)
                                        in enumerate(zip(*seed_risks, run_steps,
                                                         *(seed_lows or [[x] * n_seeds for x in lows]), gaps))]}

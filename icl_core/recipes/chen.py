@@ -685,8 +685,8 @@ def paper_pieces_values(runs: dict) -> dict:
     "h4", "ridge"} (each seed draws its own evaluation prompts, so each has its own ridge), where
     both its newest pieces carry P-probing (Fig. 2b) its lowest point and its mean over the GD
     steps, ``pprobe_h1`` / ``pprobe_h4`` and ``pprobe_mean_h1`` / ``pprobe_mean_h4``, and where
-    its h = 4 run's newest piece carries the head assessment (Fig. 1c) ``step_h4`` (that run's
-    step) and ``fig1c_gap`` / ``fig1c_gap_se`` (:func:`fig1c_gap`)."""
+    its h = 4 run's newest piece carries the head assessment (Fig. 1c) ``fig1c_gap`` /
+    ``fig1c_gap_se`` (:func:`fig1c_gap`)."""
     seeds = []
     for seed, by_h in sorted(runs.items()):
         if not by_h or not all(by_h.values()):
@@ -702,7 +702,7 @@ def paper_pieces_values(runs: dict) -> dict:
                 seeds[-1].update({f"pprobe_h{h}": min(x["pprobe"]), f"pprobe_mean_h{h}": float(np.mean(x["pprobe"]))})
         if "dominance_se" in m[H]:
             _, gap, se = fig1c_gap(dominance(head_weights(np.array(m[H]["head_delta"]))), m[H]["dominance_se"])
-            seeds[-1].update({"step_h4": by_h[H]["step"], "fig1c_gap": gap, "fig1c_gap_se": se})
+            seeds[-1].update({"fig1c_gap": gap, "fig1c_gap_se": se})
     if not seeds or seeds[0]["seed"] != 0:
         return {}
     first = seeds[0]
@@ -983,7 +983,7 @@ def _fig1c_seeds(v) -> list:
     counts here), each with its layer gap."""
     total = v["paper_pieces_steps_total"]
     return [x for x in v.get("paper_pieces_seeds", []) if "fig1c_gap" in x and
-            (x["seed"] == 0 or (x["step_h4"] >= total and _model_past_plateau(x, "h4")))]
+            (x["seed"] == 0 or (_model_step(x, "h4") >= total and _model_past_plateau(x, "h4")))]
 
 
 def _fig1c_pieces_resolved(v):
