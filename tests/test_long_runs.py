@@ -221,8 +221,8 @@ def test_the_page_states_the_loss_spike_the_committed_losses_show():
         assert int(start.replace(",", "")) == r["start"]
 
 
-_STARTED_SEEDS = (0, 1, 2, 3, 4) # training seeds whose paper-scale runs are committed: each must stay so
-_STARTED_PRUNED = (0, 2)     # training seeds whose pruned fine-tune (Fig. 1d) is committed: the same
+_STARTED_SEEDS = (0, 1, 2, 3, 4)  # seeds whose paper-scale runs are committed: each must stay so
+_STARTED_PRUNED = (0, 2)          # seeds whose pruned fine-tune (Fig. 1d) is committed: the same
 
 
 def _paper_runs_to_check():
