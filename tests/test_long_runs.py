@@ -177,6 +177,66 @@ def test_the_page_prose_describes_the_committed_state():
                 f"book/chen/experiments.md describes another state of seed {seed}'s pruned fine-tune than the committed one"
 
 
+
+def _said(pattern: str, page: str, what: str) -> re.Match:
+    said = re.search(pattern, page)
+    assert said, f"the page no longer states {what} in the form this test reads: update the prose or this test"
+    return said
+
+
+def _over_seeds(gate: str) -> tuple:
+    """The last "mean over K seeds G (within|beyond 2 SE over seeds S)" a claim's gate reports."""
+    found = re.findall(r"mean over \d seeds ([-+][\d.]+) \((within|beyond) 2 SE over seeds ([\d.]+)\)", gate)
+    assert found, f"the gate no longer reports a gap over seeds: {gate}"
+    return found[-1]
+
+
+def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
+    """The Chen page's Fig. 1b and Fig. 2b prose types the state of the newest seed's runs (its models'
+    excess risk, ridge and gate, their lowest P-probe point, their steps), the mean gaps over the seeds
+    with two standard errors over them, and the verdict: each must be what the committed runs and the
+    claims table compute (a piece committed without its prose would leave the page describing an older
+    state, or a verdict the table no longer gives)."""
+    from icl_core.claims import all_claims, evaluate
+    from icl_core.recipes.chen import (load_paper_runs, load_pruned_runs, paper_pieces_values, pieces_records,
+                                       pruned_pieces_values)
+    runs = load_paper_runs()
+    v = paper_pieces_values(runs)
+    v.update(pieces_records(runs[0]))
+    v.update(pruned_pieces_values(runs, load_pruned_runs()))
+    seed4 = next(x for x in v["paper_pieces_seeds"] if x["seed"] == 4)
+    claims = {cid: evaluate(all_claims()[f"chen.{cid}_paper"], v, "paper") for cid in ("fig1b", "fig2b")}
+    page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
+    state = r"(past its gate|still on the plateau)"
+    said = _said(r"seed 4's 1-head model is " + state + r" \(([\d.]+) at \$n = 10\$, against its ridge ([\d.]+) "
+                 r"and gate ([\d.]+)\) but its 4-head model is " + state + r" \(([\d.]+)\): Figure 1b is \*(\w+)\*"
+                 r"[^()]*\(its mean gap over the three seeds, ([-+]?[\d.]+), is (within|beyond) two standard errors "
+                 r"over them, ([\d.]+)\)", page, "seed 4's models and Figure 1b's gap")
+    words = {True: "past its gate", False: "still on the plateau"}
+    assert (said[1], said[5]) == (words[seed4["h1"] < 0.9 * seed4["ridge"]], words[seed4["h4"] < 0.9 * seed4["ridge"]]), \
+        "the page says another state of seed 4's models than the committed runs show"
+    assert (said[2], said[3], said[4], said[6]) == (f"{seed4['h1']:.2f}", f"{seed4['ridge']:.2f}",
+                                                    f"{0.9 * seed4['ridge']:.2f}", f"{seed4['h4']:.2f}"), \
+        "the page states other excess risks for seed 4 than the committed runs give"
+    assert said[7] == claims["fig1b"]["verdict"], "the page types another Figure 1b verdict than the table computes"
+    gap, side, se = _over_seeds(claims["fig1b"]["gate"])
+    assert (said[8].lstrip("+"), said[9], said[10]) == (gap.lstrip("+"), side, se), \
+        "the page states another Figure 1b gap over the seeds than the table computes"
+    said = _said(r"its 4-head model is " + state + r" \(its 1-head model is " + state + r"; lowest P-probe ([\d.]+) "
+                 r"for h = 4, ([\d.]+) for h = 1, at ([\d,]+) and ([\d,]+) steps\), so the mean gap over seeds "
+                 r"(\d(?:, \d)* and \d), ([-+][\d.]+) \((within|beyond) two standard errors over them, "
+                 r"([\d.]+)\), is not yet a verdict", page, "seed 4's P-probes and Figure 2b's gap")
+    assert claims["fig2b"]["verdict"] == "inconclusive", "the page says Figure 2b is not yet a verdict: it is now"
+    assert (said[1], said[2]) == (words[seed4["h4"] < 0.9 * seed4["ridge"]], words[seed4["h1"] < 0.9 * seed4["ridge"]])
+    assert (said[3], said[4]) == (f"{seed4['pprobe_h4']:.2f}", f"{seed4['pprobe_h1']:.2f}"), \
+        "the page states other lowest P-probe points for seed 4 than the committed runs give"
+    assert (int(said[5].replace(",", "")), int(said[6].replace(",", ""))) == (seed4["steps"]["h4"], seed4["steps"]["h1"])
+    assert f"decided over seeds {said[7].replace(' and ', ', ')};" in claims["fig2b"]["gate"], \
+        "the page names other seeds than Figure 2b is decided over"
+    assert (said[8], said[9], said[10]) == _over_seeds(claims["fig2b"]["gate"]), \
+        "the page states another Figure 2b gap over the seeds than the table computes"
+
+
 def test_largest_loss_rise_finds_a_spike_above_the_lowest_earlier_mean_and_not_noise():
     """A decreasing loss with one spike: the rise is measured from the lowest earlier window mean,
     where the peak window starts is reported 1-based, and a loss that only falls never rises."""
