@@ -177,8 +177,8 @@ def test_the_page_prose_describes_the_committed_state():
                 f"book/chen/experiments.md describes another state of seed {seed}'s pruned fine-tune than the committed one"
 
 
-
 def _said(pattern: str, page: str, what: str) -> re.Match:
+    """``pattern``'s match in ``page``, which must state ``what`` in that form."""
     said = re.search(pattern, page)
     assert said, f"the page no longer states {what} in the form this test reads: update the prose or this test"
     return said
@@ -192,11 +192,11 @@ def _over_seeds(gate: str) -> tuple:
 
 
 def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
-    """The Chen page's Fig. 1b and Fig. 2b prose types the state of the newest seed's runs (its models'
-    excess risk, ridge and gate, their lowest P-probe point, their steps), the mean gaps over the seeds
-    with two standard errors over them, and the verdict: each must be what the committed runs and the
-    claims table compute (a piece committed without its prose would leave the page describing an older
-    state, or a verdict the table no longer gives)."""
+    """The Chen page's Fig. 1b and Fig. 2b prose types the state of seed 4's runs, the newest seed
+    (its models' excess risk, ridge and gate, their lowest P-probe points, their steps), the mean gaps
+    over the seeds with two standard errors over them, and the verdict: each must be what the committed
+    runs and the claims table compute (a piece committed without its prose would leave the page
+    describing an older state, or a verdict the table no longer gives)."""
     from icl_core.claims import VERDICTS, all_claims, evaluate
     from icl_core.recipes.chen import (load_paper_runs, load_pruned_runs, paper_pieces_values, pieces_records,
                                        pruned_pieces_values)
@@ -212,8 +212,9 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     def words(risk):            # past the gate is below 0.9 x ridge (the claims' rule); between, below ridge
         return ("past its gate" if risk < 0.9 * seed4["ridge"] else
                 "below ridge, not yet past its gate" if risk < seed4["ridge"] else "still on the plateau")
+
     said = _said(r"seed 4's 1-head model is " + state + r" \(([\d.]+) at \$n = 10\$, against its ridge ([\d.]+) "
-                 r"and gate ([\d.]+)\) but its 4-head model is " + state + r" \(([\d.]+)\): Figure 1b is \*(\w+)\*"
+                 r"and gate ([\d.]+)\) but its 4-head model is " + state + r" \(([\d.]+)\): Figure 1b is \*([^*]+)\*"
                  r"[^()]*\(its mean gap over the three seeds, ([-+]?[\d.]+), is (within|beyond) two standard errors "
                  r"over them, ([\d.]+)\)", page, "seed 4's models and Figure 1b's gap")
     assert (said[1], said[5]) == (words(seed4["h1"]), words(seed4["h4"])), \
@@ -234,7 +235,8 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
         "the page says another state of seed 4's models than the committed runs show"
     assert (said[3], said[4]) == (f"{seed4['pprobe_h4']:.2f}", f"{seed4['pprobe_h1']:.2f}"), \
         "the page states other lowest P-probe points for seed 4 than the committed runs give"
-    assert (int(said[5].replace(",", "")), int(said[6].replace(",", ""))) == (seed4["steps"]["h4"], seed4["steps"]["h1"])
+    assert (int(said[5].replace(",", "")), int(said[6].replace(",", ""))) == (seed4["steps"]["h4"], seed4["steps"]["h1"]), \
+        "the page names other steps for seed 4's P-probes than the committed runs'"
     assert f"decided over seeds {said[7].replace(' and ', ', ')};" in claims["fig2b"]["gate"], \
         "the page names other seeds than Figure 2b is decided over"
     assert (said[8], said[9], said[10]) == _over_seeds(claims["fig2b"]["gate"]), \
