@@ -198,12 +198,10 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     runs and the claims table compute (a piece committed without its prose would leave the page
     describing an older state, or a verdict the table no longer gives)."""
     from icl_core.claims import VERDICTS, all_claims, evaluate
-    from icl_core.recipes.chen import (load_paper_runs, load_pruned_runs, paper_pieces_values, pieces_records,
-                                       pruned_pieces_values)
+    from icl_core.recipes.chen import load_paper_runs, paper_pieces_values, pieces_records
     runs = load_paper_runs()
     v = paper_pieces_values(runs)
-    v.update(pieces_records(runs[0]))
-    v.update(pruned_pieces_values(runs, load_pruned_runs()))
+    v.update(pieces_records(runs[0]))          # seed 0's P-probe curves (Fig. 2b); Fig. 1d's pruned runs are not read
     seed4 = next(x for x in v["paper_pieces_seeds"] if x["seed"] == 4)
     claims = {cid: evaluate(all_claims()[f"chen.{cid}_paper"], v, "paper") for cid in ("fig1b", "fig2b")}
     page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
