@@ -198,7 +198,7 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     runs and the claims table compute (a piece committed without its prose would leave the page
     describing an older state, or a verdict the table no longer gives)."""
     from icl_core.claims import VERDICTS, all_claims, evaluate
-    from icl_core.recipes.chen import load_paper_runs, paper_pieces_values, pieces_records
+    from icl_core.recipes.chen import _model_past_plateau, load_paper_runs, paper_pieces_values, pieces_records
     runs = load_paper_runs()
     v = paper_pieces_values(runs)
     v.update(pieces_records(runs[0]))          # seed 0's P-probe curves (Fig. 2b); Fig. 1d's pruned runs are not read
@@ -207,15 +207,15 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
     state = r"(past its gate|below ridge, not yet past its gate|still on the plateau)"
 
-    def words(risk):            # past the gate is below 0.9 x ridge (the claims' rule); between, below ridge
-        return ("past its gate" if risk < 0.9 * seed4["ridge"] else
-                "below ridge, not yet past its gate" if risk < seed4["ridge"] else "still on the plateau")
+    def words(model):           # past the gate by the claims' own rule; between it and ridge, below ridge
+        return ("past its gate" if _model_past_plateau(seed4, model) else
+                "below ridge, not yet past its gate" if seed4[model] < seed4["ridge"] else "still on the plateau")
 
     said = _said(r"seed 4's 1-head model is " + state + r" \(([\d.]+) at \$n = 10\$, against its ridge ([\d.]+) "
                  r"and gate ([\d.]+)\) but its 4-head model is " + state + r" \(([\d.]+)\): Figure 1b is \*([^*]+)\*"
                  r"[^()]*\(its mean gap over the three seeds, ([-+]?[\d.]+), is (within|beyond) two standard errors "
                  r"over them, ([\d.]+)\)", page, "seed 4's models and Figure 1b's gap")
-    assert (said[1], said[5]) == (words(seed4["h1"]), words(seed4["h4"])), \
+    assert (said[1], said[5]) == (words("h1"), words("h4")), \
         "the page says another state of seed 4's models than the committed runs show"
     assert (said[2], said[3], said[4], said[6]) == (f"{seed4['h1']:.2f}", f"{seed4['ridge']:.2f}",
                                                     f"{0.9 * seed4['ridge']:.2f}", f"{seed4['h4']:.2f}"), \
@@ -229,7 +229,7 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
                  r"(\d(?:, \d)* and \d), ([-+][\d.]+) \((within|beyond) two standard errors over them, "
                  r"([\d.]+)\), is not yet a verdict", page, "seed 4's P-probes and Figure 2b's gap")
     assert claims["fig2b"]["verdict"] == VERDICTS[3], "the page says Figure 2b is not yet a verdict: it is now"
-    assert (said[1], said[2]) == (words(seed4["h4"]), words(seed4["h1"])), \
+    assert (said[1], said[2]) == (words("h4"), words("h1")), \
         "the page says another state of seed 4's models than the committed runs show"
     assert (said[3], said[4]) == (f"{seed4['pprobe_h4']:.2f}", f"{seed4['pprobe_h1']:.2f}"), \
         "the page states other lowest P-probe points for seed 4 than the committed runs give"
