@@ -213,8 +213,9 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
 
     said = _said(r"seed 4's 1-head model is " + state + r" \(([\d.]+) at \$n = 10\$, against its ridge ([\d.]+) "
                  r"and gate ([\d.]+)\) (?:but|and) its 4-head model is " + state + r"(?: too)? \(([\d.]+)\): "
-                 r"Figure 1b is \*([^*]+)\*[^()]*\(its mean gap over the three seeds, ([-+]?[\d.]+), is (within|beyond) two standard errors "
-                 r"over them, ([\d.]+)[;)]", page, "seed 4's models and Figure 1b's gap")
+                 r"Figure 1b is \*([^*]+)\*[^()]*\(its mean gap over the three seeds, ([-+]?[\d.]+), is "
+                 r"(within|beyond) two standard errors over them, ([\d.]+)[;)]", page,
+                 "seed 4's models and Figure 1b's gap")
     assert (said[1], said[5]) == (words("h1"), words("h4")), \
         "the page says another state of seed 4's models than the committed runs show"
     # three decimals: at two, a risk just above the gate would print as the gate itself
