@@ -229,7 +229,7 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     said = _said(r"its 4-head model is " + state + r" \(its 1-head model is " + state + r"; lowest P-probe ([\d.]+) "
                  r"for h = 4, ([\d.]+) for h = 1, at ([\d,]+) and ([\d,]+) steps\), so the mean gap over seeds "
                  r"(\d(?:, \d)* and \d), ([-+][\d.]+) \((within|beyond) two standard errors over them, "
-                 r"([\d.]+)\),? (?:is not yet a verdict|decides it: Figure 2b is \*([^*]+)\*)", page,
+                 r"([\d.]+)\), (?:is not yet a verdict|decides it: Figure 2b is \*([^*]+)\*)", page,
                  "seed 4's P-probes and Figure 2b's gap")
     if said[11] is None:
         assert claims["fig2b"]["verdict"] == VERDICTS[3], "the page says Figure 2b is not yet a verdict: it is now"
