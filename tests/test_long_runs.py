@@ -191,6 +191,34 @@ def _over_seeds(gate: str) -> tuple:
     return found[-1]
 
 
+def test_the_stated_one_core_rate_is_the_range_the_committed_pieces_measured():
+    """The Chen page (twice) and the README give the width-256 runs' one-core rate as "LO-HI steps a
+    second in pieces of 100 minutes or more", with the core-hours it takes for the paper's 320,000
+    steps and (README) the steps a 48-minute piece adds: each must be what the committed CPU pieces
+    of 100 minutes or more measured, to the digits printed (a piece faster or slower than the range
+    leaves the prose describing older pieces)."""
+    rates = [piece["steps_per_s"] for f in sorted(Path("results/chen.train").glob("paper-*/progress.json"))
+             for piece in json.loads(f.read_text())["pieces"]
+             if piece["provenance"]["command"].endswith("--device cpu") and piece["seconds"] >= 6000]
+    assert len(rates) > 10, "the committed paper-scale runs have lost their CPU pieces"
+    lo, hi = min(rates), max(rates)
+    page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
+    readme = re.sub(r"\s+", " ", Path("README.md").read_text())
+    said = re.findall(r"([\d.]+)-([\d.]+) steps(?: a second|/s) (?:in|on one CPU core in) (?:its )?pieces of 100 "
+                      r"minutes or more", page + " " + readme)
+    assert len(said) == 3, "the page (twice) and the README no longer state the one-core rate in the form this test reads"
+    for a, b in said:                           # the measured rates to one decimal, rounded half up
+        assert abs(float(a) - lo) <= 0.05 + 1e-9 and abs(float(b) - hi) <= 0.05 + 1e-9, \
+            f"the prose says {a}-{b} steps a second; the committed CPU pieces of 100 minutes or more measured " \
+            f"{lo}-{hi}: update book/chen/experiments.md and README.md"
+    hours = _said(r"(\d+)-(\d+) core-hours each for the paper's 320,000 steps", page, "the core-hours")
+    assert (int(hours[1]), int(hours[2])) == (round(320_000 / hi / 3600), round(320_000 / lo / 3600)), \
+        "the page gives other core-hours for 320,000 steps than the committed rates imply"
+    steps = _said(r"about ([\d,]+)-([\d,]+) steps to a run in 48 minutes of one core", readme, "a 48-minute piece")
+    for stated, rate in ((steps[1], lo), (steps[2], hi)):   # rounded to 500 steps
+        assert abs(int(stated.replace(",", "")) - 48 * 60 * rate) <= 250, \
+            "the README gives other steps for a 48-minute piece than the committed rates imply"
+
 def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     """The Chen page's Fig. 1b and Fig. 2b prose types the state of seed 4's runs, the newest seed
     (its models' excess risk, ridge and gate, their lowest P-probe points, their steps), the mean gaps
