@@ -207,7 +207,7 @@ def test_the_stated_one_core_rate_is_the_range_the_committed_pieces_measured():
     said = re.findall(r"([\d.]+)-([\d.]+) steps(?: a second|/s) (?:in|on one CPU core in) (?:its )?pieces of 100 "
                       r"minutes or more", page + " " + readme)
     assert len(said) == 3, "the page (twice) and the README no longer state the one-core rate in the form this test reads"
-    for a, b in said:                           # the measured rates to one decimal, rounded half up
+    for a, b in said:                           # the measured rates to one decimal (6.55 is printed 6.6)
         assert abs(float(a) - lo) <= 0.05 + 1e-9 and abs(float(b) - hi) <= 0.05 + 1e-9, \
             f"the prose says {a}-{b} steps a second; the committed CPU pieces of 100 minutes or more measured " \
             f"{lo}-{hi}: update book/chen/experiments.md and README.md"
@@ -218,6 +218,7 @@ def test_the_stated_one_core_rate_is_the_range_the_committed_pieces_measured():
     for stated, rate in ((steps[1], lo), (steps[2], hi)):   # rounded to 500 steps
         assert abs(int(stated.replace(",", "")) - 48 * 60 * rate) <= 250, \
             "the README gives other steps for a 48-minute piece than the committed rates imply"
+
 
 def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     """The Chen page's Fig. 1b and Fig. 2b prose types the state of seed 4's runs, the newest seed
