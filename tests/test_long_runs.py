@@ -223,9 +223,10 @@ def test_the_stated_one_core_rate_is_the_range_the_committed_pieces_measured():
 def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     """The Chen page's Fig. 1b and Fig. 2b prose types the state of seed 4's runs, the newest seed
     (its models' excess risk, ridge and gate, their lowest P-probe points, their steps), the mean gaps
-    over the seeds with two standard errors over them, and the verdict: each must be what the committed
-    runs and the claims table compute (a piece committed without its prose would leave the page
-    describing an older state, or a verdict the table no longer gives)."""
+    over the seeds with two standard errors over them, and the verdict, with the reason given for an
+    inconclusive Figure 1b: each must be what the committed runs and the claims table compute (a
+    piece committed without its prose would leave the page describing an older state, or a verdict
+    the table no longer gives)."""
     from icl_core.claims import VERDICTS, all_claims, evaluate
     from icl_core.recipes.chen import (_fig1b_pieces_test, _model_past_plateau, load_paper_runs, paper_pieces_values,
                                        pieces_records)
