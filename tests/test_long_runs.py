@@ -228,13 +228,13 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
     piece committed without its prose would leave the page describing an older state, or a verdict
     the table no longer gives)."""
     from icl_core.claims import VERDICTS, all_claims, evaluate
-    from icl_core.recipes.chen import (_fig1b_pieces_test, _model_past_plateau, load_paper_runs, paper_pieces_values,
-                                       pieces_records)
+    from icl_core.recipes.chen import _model_past_plateau, load_paper_runs, paper_pieces_values, pieces_records
     runs = load_paper_runs()
     v = paper_pieces_values(runs)
     v.update(pieces_records(runs[0]))          # seed 0's P-probe curves (Fig. 2b); Fig. 1d's pruned runs are not read
     seed4 = next(x for x in v["paper_pieces_seeds"] if x["seed"] == 4)
-    claims = {cid: evaluate(all_claims()[f"chen.{cid}_paper"], v, "paper") for cid in ("fig1b", "fig2b")}
+    table = all_claims()
+    claims = {cid: evaluate(table[f"chen.{cid}_paper"], v, "paper") for cid in ("fig1b", "fig2b")}
     page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
     state = r"(past its gate|below ridge, not yet past its gate|still on the plateau)"
 
@@ -259,7 +259,7 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
         "the page states another Figure 1b gap over the seeds than the table computes"
     # the reason typed after an inconclusive verdict: the one its gate gives
     waits = "may still come" in claims["fig1b"]["gate"]              # a failing check on an unfinished run
-    in_order = _fig1b_pieces_test(v).holds and side == "within"      # the pattern, not beyond the spread
+    in_order = table["chen.fig1b_paper"].test(v).holds and side == "within"   # the pattern, not beyond the spread
     assert ("while seed 4's runs are unfinished" in said[8]) == (said[7] == VERDICTS[3] and waits), \
         "the page says Figure 1b waits for seed 4's runs to finish: its gate says otherwise"
     assert ("the means over the seeds are in the paper's order" in said[8]) == (said[7] == VERDICTS[3] and in_order), \
