@@ -306,17 +306,21 @@ def test_largest_loss_rise_finds_a_spike_above_the_lowest_earlier_mean_and_not_n
 
 
 def test_the_page_states_the_loss_spike_the_committed_losses_show():
-    """The Chen page's prose on seed 3's loss spike, and the other runs' largest rise, are the numbers
+    """The Chen page's prose on seed 3's loss spike, the other runs' largest rise and the run it was in
+    (over within the next 1,000 updates, as the page says), are the numbers
     :func:`paper_loss_rises` computes from the committed per-update losses, for the committed step."""
-    from icl_core.recipes.chen import load_paper_runs, load_pruned_runs, paper_loss_rises
-    rises = paper_loss_rises(load_paper_runs(), load_pruned_runs())
+    from icl_core.recipes.chen import load_paper_runs, load_pruned_runs, paper_loss_rises, paper_run_name
+    runs = load_paper_runs()
+    rises = paper_loss_rises(runs, load_pruned_runs())
     spiked = max(rises, key=lambda name: rises[name]["rise"])
     r, others = rises[spiked], [x["rise"] for name, x in rises.items() if name != spiked]
     page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
     said = re.search(r"training loss \(mean over 1,000 updates\) rose from its lowest, ([\d.]+), to ([\d.]+) over "
                      r"the 1,000 updates from update ([\d,]+),.*? and was ([\d.]+) over the last 1,000 to step ([\d,]+); "
                      r"none of the other (\w+) committed paper-scale runs \(pruned ones included\) ever rose more "
-                     r"than ([\d.]+) above", page)
+                     r"than ([\d.]+) above its lowest 1,000-update mean \(the largest of those, seed (\d)'s (\d)-head "
+                     r"model's, rose ([\d.]+) from its lowest, ([\d.]+), over the 1,000 updates from update ([\d,]+) and was "
+                     r"back at ([\d.]+) over the next 1,000", page)
     assert said, "the page no longer states the loss spike in the form this test reads"
     assert r["window"] == 1000
     assert (said[1], said[2], said[4]) == (f"{r['lowest']:.2f}", f"{r['peak']:.2f}", f"{r['now']:.2f}"), \
@@ -325,6 +329,14 @@ def test_the_page_states_the_loss_spike_the_committed_losses_show():
     words = "one two three four five six seven eight nine ten eleven twelve".split()
     assert said[6] == words[len(others) - 1], "the page counts the other committed runs wrongly"
     assert max(others) <= float(said[7]) < max(others) + 0.01, "the other runs' largest rise is stated wrongly"
+    second = max((name for name in rises if name != spiked), key=lambda name: rises[name]["rise"])
+    x = rises[second]
+    assert second == paper_run_name(int(said[9]), int(said[8])), "the page names another run as the next largest rise"
+    assert (said[10], said[11], int(said[12].replace(",", ""))) == (f"{x['rise']:.2f}", f"{x['lowest']:.2f}", x["start"])
+    losses = runs[int(said[8])][int(said[9])]["losses"][:, 0]
+    assert x["start"] + 2000 <= len(losses), "the next 1,000 updates after that rise are not all committed"
+    assert said[13] == f"{float(losses[x['start'] + 1000:x['start'] + 2000].mean()):.2f}", \
+        "the page states another loss over the 1,000 updates after the next largest rise than the losses show"
     for start in re.findall(r"loss spike from update ([\d,]+)", page):   # every mention, so none is left behind
         assert int(start.replace(",", "")) == r["start"]
 
