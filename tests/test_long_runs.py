@@ -306,9 +306,9 @@ def test_largest_loss_rise_finds_a_spike_above_the_lowest_earlier_mean_and_not_n
 
 
 def test_the_page_states_the_loss_spike_the_committed_losses_show():
-    """The Chen page's prose on seed 3's loss spike, the other runs' largest rise and the run it was in
-    (over within the next 1,000 updates, as the page says), are the numbers
-    :func:`paper_loss_rises` computes from the committed per-update losses, for the committed step."""
+    """The Chen page's prose on seed 3's loss spike, on the other runs' largest rise, and on the run that
+    rise was in (its rise, lowest, first update, and mean loss over the next 1,000 updates) gives the
+    numbers :func:`paper_loss_rises` computes from the committed per-update losses, for the committed step."""
     from icl_core.recipes.chen import load_paper_runs, load_pruned_runs, paper_loss_rises, paper_run_name
     runs = load_paper_runs()
     rises = paper_loss_rises(runs, load_pruned_runs())
