@@ -381,6 +381,23 @@ def test_the_run_notes_describe_every_committed_piece():
             f"{folder}/NOTE.md gives a stale remaining-steps figure"
 
 
+def test_the_readme_gpu_command_continues_exactly_the_unfinished_paper_runs():
+    """The README's command for a GPU session loops over "every paper-scale run not yet finished": its
+    list must be the committed runs whose progress is short of their steps (a run finished on a CPU
+    and left in the loop costs nothing, but one missing from it would never be continued there)."""
+    readme = Path("README.md").read_text()
+    loop = re.findall(r"for r in ([\w\- ]+); do\s+python -m icl_core continue chen\.train\.\$r --minutes [\d.]+ "
+                      r"--device cuda", readme)
+    assert len(loop) == 1, "the README no longer gives the GPU session's loop in the form this test reads"
+    unfinished = []
+    for name in _paper_runs_to_check():
+        progress = json.loads((Path("results/chen.train") / name / "progress.json").read_text())
+        if progress["step"] < progress["config"]["steps"]:
+            unfinished.append(name)
+    assert sorted(loop[0].split()) == sorted(unfinished), \
+        f"the README's GPU loop should list the unfinished paper-scale runs {sorted(unfinished)}"
+
+
 def test_committed_paper_pieces_still_resume_with_this_code(tmp_path):
     """The next piece (GPU or CPU) must accept the committed checkpoints: train() resumes them with this
     code's settings (their trajectory fingerprint matches; zero further steps are taken here)."""
