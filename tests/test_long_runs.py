@@ -285,6 +285,42 @@ def test_the_page_states_the_seed_4_runs_and_gaps_the_committed_runs_give():
         "the page states another Figure 2b gap over the seeds than the table computes"
 
 
+def test_the_page_states_seed_3s_4_head_run_as_its_committed_pieces_give():
+    """Seed 3's 4-head run goes on for Figure 1c while its seed is set aside: the page names its step
+    (twice) and lists the excess risks its pieces ended at, newest first, with the step since which it
+    has stayed below its gate. Each must be what the committed pieces give (a piece committed without
+    its prose would leave the page describing an older state)."""
+    name = "paper-h4-L4-seed3"
+    progress = json.loads((Path("results/chen.train") / name / "progress.json").read_text())
+
+    def metric(piece, suffix):
+        (key,) = [k for k in piece["metrics"] if k.endswith(suffix)]
+        return piece["metrics"][key]
+
+    risk = {p["to_step"]: metric(p, "/risk_n10") for p in progress["pieces"]}
+    gate = 0.9 * metric(progress["pieces"][-1], "/ridge_n10")
+    page = re.sub(r"\s+", " ", Path("book/chen/experiments.md").read_text())
+    said = _said(r"\(seed 3: h = 4 at ([\d,]+) steps, h = 1 at 320,000\)", page, "seed 3's steps")
+    assert int(said[1].replace(",", "")) == progress["step"], "the page names another step for seed 3's h = 4 run"
+    said = _said(r"Seed 3's 4-head model, which goes on to 320,000 steps for Figure 1c \(it reads the 4-head model "
+                 r"alone\), has left the plateau: (.*?), below its gate ([\d.]+) since ([\d,]+); before, (.*?)\. "
+                 r"The other seeds' 4-head models", page, "seed 3's 4-head states")
+    pair = r"(\d\.\d\d) at (\d[\d,]*\d)(?: steps)?(?: and (\d[\d,]*\d)(?![\d.]))?"   # "R at S", "R at S and T"
+    states = re.findall(pair, said[1] + ", " + said[4])
+    steps = [int(x.replace(",", "")) for _, a, b in states for x in (a, b) if x]
+    assert steps == sorted(risk, reverse=True), \
+        "the page should list every committed state of seed 3's 4-head model, newest first"
+    for r, a, b in states:
+        for x in (a, b):
+            if x:
+                assert r == f"{risk[int(x.replace(',', ''))]:.2f}", f"the page states another risk at step {x}"
+    below = [step for step in sorted(risk) if all(risk[t] < gate for t in risk if t >= step)]
+    assert (said[2], int(said[3].replace(",", ""))) == (f"{gate:.2f}", below[0]), \
+        "the page states another gate, or another step since which seed 3's 4-head model is below it"
+    assert all(risk[int(a.replace(",", ""))] < gate for _, a, _ in re.findall(pair, said[1])), \
+        "the page lists a state above the gate before 'below its gate'"
+
+
 def test_largest_loss_rise_finds_a_spike_above_the_lowest_earlier_mean_and_not_noise():
     """A decreasing loss with one spike: the rise is measured from the lowest earlier window mean,
     where the peak window starts is reported 1-based, and a loss that only falls never rises."""
